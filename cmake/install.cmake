@@ -1,0 +1,16 @@
+include(GNUInstallDirs)
+include(CMakePackageConfigHelpers)
+
+set(TRAINKIT_CMAKE_DIR "${CMAKE_INSTALL_DATADIR}/cmake/trainkit")
+install(TARGETS trainkit EXPORT trainkitTargets FILE_SET HEADERS)
+install(EXPORT trainkitTargets NAMESPACE trainkit:: DESTINATION "${TRAINKIT_CMAKE_DIR}")
+export(EXPORT trainkitTargets NAMESPACE trainkit::
+       FILE "${PROJECT_BINARY_DIR}/trainkitTargets.cmake")
+
+configure_package_config_file(cmake/trainkitConfig.cmake.in
+  "${PROJECT_BINARY_DIR}/trainkitConfig.cmake" INSTALL_DESTINATION "${TRAINKIT_CMAKE_DIR}")
+write_basic_package_version_file("${PROJECT_BINARY_DIR}/trainkitConfigVersion.cmake"
+  COMPATIBILITY SameMajorVersion ARCH_INDEPENDENT)
+install(FILES "${PROJECT_BINARY_DIR}/trainkitConfig.cmake"
+              "${PROJECT_BINARY_DIR}/trainkitConfigVersion.cmake"
+        DESTINATION "${TRAINKIT_CMAKE_DIR}")

@@ -1,0 +1,26 @@
+// Classic recipe: fp32, SGD with Nesterov momentum, a step schedule, no
+// accumulation or clipping. An MLP on the glyphs.
+#include <torch/torch.h>
+#include <trainkit/trainkit.hpp>
+
+#include <cstdio>
+
+#include "models.hpp"
+
+using namespace trainkit;
+
+int main() {
+  const auto train = data::make_glyphs(4000, 1), val = data::make_glyphs(1000, 2);
+  data::TensorBatches train_batches(train, {.batch_size = 32, .seed = 1});
+  data::TensorBatches val_batches(val, {.batch_size = 500, .shuffle = false});
+  torch::manual_seed(0);
+  Trainer<optim::SGD, sched::Step, precision::Fp32, accumulate::None, clip::None> trainer(
+      Mlp(28 * 28, 128, 10),
+      {.optim = {.lr = 0.05, .momentum = 0.9, .weight_decay = 5e-4, .nesterov = true},
+       .sched = {.step_size = 125, .gamma = 0.5}});
+  const auto r = trainer.fit(task::Classification{}, train_batches,
+                             {.epochs = 3, .val_data = val_batches}, callbacks::ProgressBar{});
+  std::printf("sgd_step: val_accuracy %.4f, final lr %.4g\n", r.metrics.at("val_accuracy"),
+              trainer.optimizer().lr());
+  return r.metrics.at("val_accuracy") > 0.5 ? 0 : 1;
+}

@@ -1,0 +1,18 @@
+#pragma once
+// accumulate::Every<N>: N micro-batches per optimizer step, fixed at compile
+// time (lets the trainer drop the loss division when N == 1).
+#include <cstdint>
+
+namespace trainkit::accumulate {
+
+template <int64_t N>
+struct Every {
+  static_assert(N >= 1, "accumulate::Every<N>: N is the number of micro-batches per step; "
+                        "it must be >= 1");
+  struct Options {};
+  Every() : Every(Options{}) {}
+  explicit Every(const Options&) {}
+  static constexpr int64_t steps() { return N; }
+};
+
+}  // namespace trainkit::accumulate

@@ -1,0 +1,14 @@
+#pragma once
+// accumulate::None: one micro-batch per optimizer step.
+#include <cstdint>
+
+namespace trainkit::accumulate {
+
+struct None {
+  struct Options {};
+  None() : None(Options{}) {}
+  explicit None(const Options&) {}
+  static constexpr int64_t steps() { return 1; }
+};
+
+}  // namespace trainkit::accumulate

@@ -1,0 +1,79 @@
+#pragma once
+// callbacks::CsvLogger: one row per epoch (epoch, step, lr, seconds and every
+// epoch metric). Each row is written whole and flushed, so a crash loses at
+// most the row being formed; written on the main process only.
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "trainkit/error.hpp"
+#include "trainkit/state.hpp"
+
+namespace trainkit::callbacks {
+
+class CsvLogger {
+ public:
+  struct Options {
+    std::filesystem::path path = "train_log.csv";
+  };
+  CsvLogger() : CsvLogger(Options{}) {}
+  explicit CsvLogger(Options o) : options_(std::move(o)) {}
+
+  void on_fit_begin(TrainState& state) {
+    if (!state.is_main_process()) return;
+    if (options_.path.has_parent_path()) {
+      std::filesystem::create_directories(options_.path.parent_path());
+    }
+    file_.reset(std::fopen(options_.path.c_str(), "w"));
+    if (!file_) {
+      throw Error("trainkit: CsvLogger cannot open " + options_.path.string() + " for writing");
+    }
+    columns_.clear();
+    start_ = std::chrono::steady_clock::now();
+  }
+
+  void on_epoch_end(TrainState& state) {
+    if (!file_) return;
+    std::ostringstream row;
+    row.precision(9);
+    if (columns_.empty()) {
+      for (const auto& [name, value] : state.metrics) columns_.push_back(name);
+      row << "epoch,step,lr,seconds";
+      for (const auto& c : columns_) row << ',' << c;
+      row << '\n';
+    }
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    row << state.epoch + 1 << ',' << state.step << ',' << state.lr << ',' << seconds;
+    for (const auto& c : columns_) {
+      row << ',';
+      if (const auto it = state.metrics.find(c); it != state.metrics.end()) row << it->second;
+    }
+    row << '\n';
+    const auto text = row.str();
+    if (std::fwrite(text.data(), 1, text.size(), file_.get()) != text.size() ||
+        std::fflush(file_.get()) != 0) {
+      throw Error("trainkit: CsvLogger failed to write " + options_.path.string());
+    }
+  }
+
+  void on_fit_end(TrainState&) { file_.reset(); }
+  void on_exception(TrainState&) { file_.reset(); }
+
+  const std::filesystem::path& path() const { return options_.path; }
+
+ private:
+  struct Close {
+    void operator()(std::FILE* f) const { std::fclose(f); }
+  };
+  Options options_;
+  std::unique_ptr<std::FILE, Close> file_;
+  std::vector<std::string> columns_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+}  // namespace trainkit::callbacks

@@ -1,0 +1,104 @@
+#pragma once
+// callbacks::EarlyStopping: stop once a monitored epoch metric has gone
+// `patience` epochs without improving by more than `min_delta` (Keras and
+// Lightning semantics); optionally put the best weights back at the end.
+#include <torch/nn/module.h>
+#include <torch/types.h>
+
+#include <cmath>
+#include <limits>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "trainkit/error.hpp"
+#include "trainkit/state.hpp"
+
+namespace trainkit::callbacks {
+
+class EarlyStopping {
+ public:
+  enum class Mode { Auto, Min, Max };
+  struct Options {
+    std::string monitor = "val_loss";
+    Mode mode = Mode::Auto;  ///< Auto: Max for names containing "acc", else Min
+    int64_t patience = 3;
+    double min_delta = 0.0;
+    bool restore_best_weights = true;
+  };
+
+  EarlyStopping() : EarlyStopping(Options{}) {}
+  explicit EarlyStopping(Options o) : options_(std::move(o)) {
+    detail::require_option(!options_.monitor.empty(), "early_stopping.monitor", options_.monitor,
+                           "a metric name such as \"val_loss\"");
+    detail::require_option(options_.patience >= 0, "early_stopping.patience", options_.patience,
+                           "a number of epochs >= 0");
+    detail::require_option(options_.min_delta >= 0.0, "early_stopping.min_delta",
+                           options_.min_delta, "a number >= 0");
+    maximize_ = options_.mode == Mode::Max ||
+                (options_.mode == Mode::Auto && options_.monitor.find("acc") != std::string::npos);
+    best_ = maximize_ ? -std::numeric_limits<double>::infinity()
+                      : std::numeric_limits<double>::infinity();
+  }
+
+  void on_epoch_end(TrainState& state) {
+    const auto it = state.metrics.find(options_.monitor);
+    if (it == state.metrics.end()) {
+      std::ostringstream available;
+      for (const auto& [name, value] : state.metrics) available << ' ' << name;
+      detail::throw_option_error("early_stopping.monitor", options_.monitor,
+                                 "a metric logged at epoch end:" + available.str());
+    }
+    const double value = it->second;
+    const bool improved = maximize_ ? value > best_ + options_.min_delta
+                                    : value < best_ - options_.min_delta;
+    if (improved) {
+      best_ = value;
+      best_epoch_ = state.epoch;
+      wait_ = 0;
+      if (options_.restore_best_weights) snapshot(state.model());
+    } else if (++wait_ >= options_.patience) {
+      state.request_stop("early stopping: " + options_.monitor + " did not improve for " +
+                         std::to_string(wait_) + " epochs");
+    }
+  }
+
+  void on_fit_end(TrainState& state) {
+    if (options_.restore_best_weights && !best_weights_.empty()) restore(state.model());
+  }
+
+  double best() const { return best_; }
+  int64_t best_epoch() const { return best_epoch_; }
+  int64_t wait() const { return wait_; }
+
+ private:
+  static std::vector<at::Tensor> tensors(torch::nn::Module& model) {
+    auto all = model.parameters();
+    for (auto& b : model.buffers()) all.push_back(b);
+    return all;
+  }
+  void snapshot(torch::nn::Module& model) {
+    torch::NoGradGuard no_grad;
+    const auto current = tensors(model);
+    if (best_weights_.empty()) {
+      for (const auto& t : current) best_weights_.push_back(t.detach().clone());
+    } else {
+      for (size_t i = 0; i < current.size(); ++i) best_weights_[i].copy_(current[i]);
+    }
+  }
+  // copy_ into the live tensors keeps them views of the trainer's flat buffer.
+  void restore(torch::nn::Module& model) {
+    torch::NoGradGuard no_grad;
+    const auto current = tensors(model);
+    for (size_t i = 0; i < current.size(); ++i) current[i].copy_(best_weights_[i]);
+  }
+
+  Options options_;
+  bool maximize_ = false;
+  double best_;
+  int64_t best_epoch_ = -1;
+  int64_t wait_ = 0;
+  std::vector<at::Tensor> best_weights_;
+};
+
+}  // namespace trainkit::callbacks

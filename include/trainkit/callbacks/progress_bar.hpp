@@ -1,0 +1,103 @@
+#pragma once
+// callbacks::ProgressBar: on a terminal, a live bar redrawn every log_every
+// steps (steps/s, loss, lr, ETA); elsewhere (CI, files) plain lines a few
+// times per epoch. Reads the loss only on logging steps.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <optional>
+#include <string>
+
+#include "trainkit/state.hpp"
+
+namespace trainkit::callbacks {
+
+class ProgressBar {
+ public:
+  struct Options {
+    std::optional<bool> tty;     ///< default: whether stderr is a terminal
+    int64_t lines_per_epoch = 4; ///< plain mode: progress lines per epoch
+    int width = 30;
+  };
+  ProgressBar() : ProgressBar(Options{}) {}
+  explicit ProgressBar(const Options& o)
+      : options_(o), tty_(o.tty.value_or(::isatty(STDERR_FILENO) != 0)) {}
+
+  void on_fit_begin(TrainState&) { fit_start_ = clock::now(); }
+
+  void on_epoch_begin(TrainState& state) {
+    epoch_start_ = clock::now();
+    epoch_first_step_ = state.step;
+    next_line_ = 1;
+  }
+
+  void on_step_end(TrainState& state) {
+    if (!state.is_main_process()) return;
+    const int64_t done = state.step - epoch_first_step_, total = state.steps_per_epoch;
+    if (tty_) {
+      if (state.should_log() || done == total) draw(state, done, total);
+    } else if (total > 0 && done * options_.lines_per_epoch >= next_line_ * total &&
+               done < total) {
+      ++next_line_;
+      std::fprintf(stderr, "epoch %lld/%lld  step %lld/%lld  loss %.4f  lr %.3g  %.1f steps/s\n",
+                   (long long)state.epoch + 1, (long long)state.epochs, (long long)done,
+                   (long long)total, state.loss(), state.lr, rate(done));
+    }
+  }
+
+  void on_epoch_end(TrainState& state) {
+    if (!state.is_main_process()) return;
+    if (tty_) std::fputs("\n", stderr);
+    std::string metrics;
+    char buf[64];
+    for (const auto& [name, value] : state.metrics) {
+      std::snprintf(buf, sizeof buf, "  %s %.4f", name.c_str(), value);
+      metrics += buf;
+    }
+    std::fprintf(stderr, "epoch %lld/%lld done in %.1fs%s\n", (long long)state.epoch + 1,
+                 (long long)state.epochs, seconds_since(epoch_start_), metrics.c_str());
+  }
+
+  void on_fit_end(TrainState& state) {
+    if (!state.is_main_process()) return;
+    std::fprintf(stderr, "fit: %lld steps in %.1fs%s%s\n", (long long)state.step,
+                 seconds_since(fit_start_), state.stop_requested() ? " — " : "",
+                 state.stop_requested() ? state.stop_reason().c_str() : "");
+  }
+
+ private:
+  using clock = std::chrono::steady_clock;
+  static double seconds_since(clock::time_point t) {
+    return std::chrono::duration<double>(clock::now() - t).count();
+  }
+  double rate(int64_t done) const {
+    const double s = seconds_since(epoch_start_);
+    return s > 0 ? double(done) / s : 0.0;
+  }
+
+  void draw(TrainState& state, int64_t done, int64_t total) {
+    const double r = rate(done);
+    std::string bar;
+    if (total > 0) {
+      const int filled = int(double(options_.width) * double(done) / double(total));
+      bar = "[" + std::string(filled, '#') + std::string(options_.width - filled, '.') + "] ";
+    }
+    const double eta = (total > 0 && r > 0) ? double(total - done) / r : 0.0;
+    std::fprintf(stderr, "\r\033[Kepoch %lld/%lld %s%lld/%lld  %.1f steps/s  loss %.4f  lr %.3g",
+                 (long long)state.epoch + 1, (long long)state.epochs, bar.c_str(),
+                 (long long)done, (long long)total, r, state.loss(), state.lr);
+    if (const auto norm = state.grad_norm()) std::fprintf(stderr, "  |g| %.3g", *norm);
+    if (const auto scale = state.loss_scale()) std::fprintf(stderr, "  scale %.0f", *scale);
+    std::fprintf(stderr, "  ETA %d:%02d", int(eta) / 60, int(eta) % 60);
+    std::fflush(stderr);
+  }
+
+  Options options_;
+  bool tty_;
+  clock::time_point fit_start_, epoch_start_;
+  int64_t epoch_first_step_ = 0;
+  int64_t next_line_ = 1;
+};
+
+}  // namespace trainkit::callbacks

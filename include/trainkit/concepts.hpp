@@ -1,0 +1,231 @@
+#pragma once
+// Every contract in trainkit, in one file: read this first.
+//
+// A policy is a type with a nested aggregate `Options` and the members below.
+// Each family concept is composed of small named ones, so a compiler error
+// names the missing part; Trainer<...> checks them one by one with
+// static_asserts whose text is the expected signature (docs/policies.md).
+#include <torch/nn/module.h>
+#include <torch/types.h>
+
+#include <concepts>
+#include <cstdint>
+#include <optional>
+#include <type_traits>
+
+#include "trainkit/data/batch.hpp"
+#include "trainkit/params.hpp"
+#include "trainkit/sched/context.hpp"
+#include "trainkit/state.hpp"
+#include "trainkit/task.hpp"
+
+namespace trainkit {
+
+// ---- shared parts ----------------------------------------------------------
+template <class P>
+concept HasOptions = requires { typename P::Options; };
+template <class P>
+concept HasDefaultOptions = HasOptions<P> && std::default_initializable<typename P::Options>;
+
+// ---- optimizer: steps the flat parameters ----------------------------------
+//   struct MyOpt {
+//     struct Options { double lr = 0.1; };
+//     MyOpt(FlatParams& params, const Options& options);
+//     void step();  double lr() const;  void set_lr(double);
+//   };
+template <class O>
+concept OptimizerConstructible = HasOptions<O> &&
+    std::constructible_from<O, FlatParams&, const typename O::Options&>;
+template <class O>
+concept HasStep = requires(O& o) { o.step(); };
+template <class O>
+concept HasLr = requires(const O& o) {
+  { o.lr() } -> std::convertible_to<double>;
+};
+template <class O>
+concept HasSetLr = requires(O& o, double lr) { o.set_lr(lr); };
+/// Optional: momentum (SGD) or beta1 (Adam) for schedules that cycle it.
+template <class O>
+concept HasSetMomentum = requires(O& o, double m) { o.set_momentum(m); };
+template <class O>
+concept OptimizerPolicy =
+    HasDefaultOptions<O> && OptimizerConstructible<O> && HasStep<O> && HasLr<O> && HasSetLr<O>;
+
+// ---- scheduler: learning rate as a function of the optimizer step ----------
+//   struct MySched {
+//     struct Options {};
+//     explicit MySched(const Options&);
+//     void start(const sched::ScheduleContext&);  // base lr and run length
+//     double lr_at(int64_t step) const;
+//   };
+template <class S>
+concept SchedulerConstructible = HasOptions<S> && std::constructible_from<S, const typename S::Options&>;
+template <class S>
+concept HasStart = requires(S& s, const sched::ScheduleContext& ctx) { s.start(ctx); };
+template <class S>
+concept HasLrAt = requires(const S& s, int64_t step) {
+  { s.lr_at(step) } -> std::convertible_to<double>;
+};
+/// Optional: a momentum schedule (OneCycle).
+template <class S>
+concept HasMomentumAt = requires(const S& s, int64_t step) {
+  { s.momentum_at(step) } -> std::same_as<std::optional<double>>;
+};
+template <class S>
+concept SchedulerPolicy = HasDefaultOptions<S> && SchedulerConstructible<S> && HasStart<S> && HasLrAt<S>;
+
+// ---- precision: autocast around forward, (scaled) backward, guarded step ----
+//   struct MyPrecision {
+//     struct Options {};
+//     MyPrecision(const Options&, torch::Device);
+//     Scope autocast() const;                       // RAII, entered around the task
+//     void backward(const at::Tensor& loss);
+//     void unscale(FlatParams&);                     // before clipping
+//     template <class F> void step(F&& optimizer_step);  // may skip the step
+//     void update();                                 // after each boundary
+//   };
+namespace detail {
+inline void nothing() {}
+}  // namespace detail
+template <class P>
+concept PrecisionConstructible = HasOptions<P> &&
+    std::constructible_from<P, const typename P::Options&, torch::Device>;
+template <class P>
+concept HasAutocast = requires(const P& p) { p.autocast(); };
+template <class P>
+concept HasBackward = requires(P& p, const at::Tensor& loss) { p.backward(loss); };
+template <class P>
+concept HasUnscale = requires(P& p, FlatParams& params) { p.unscale(params); };
+template <class P>
+concept HasGuardedStep = requires(P& p) { p.step(detail::nothing); };
+template <class P>
+concept HasUpdate = requires(P& p) { p.update(); };
+/// Optional: the loss scale, for logging.
+template <class P>
+concept HasLossScale = requires(const P& p) {
+  { p.loss_scale() } -> std::convertible_to<at::Tensor>;
+};
+template <class P>
+concept PrecisionPolicy = HasDefaultOptions<P> && PrecisionConstructible<P> && HasAutocast<P> &&
+    HasBackward<P> && HasUnscale<P> && HasGuardedStep<P> && HasUpdate<P>;
+
+// ---- accumulate: micro-batches per optimizer step ---------------------------
+//   struct MyAccumulate { struct Options {}; explicit MyAccumulate(const Options&);
+//                         int64_t steps() const; };
+template <class A>
+concept AccumulateConstructible = HasOptions<A> && std::constructible_from<A, const typename A::Options&>;
+template <class A>
+concept HasSteps = requires(const A& a) {
+  { a.steps() } -> std::convertible_to<int64_t>;
+};
+template <class A>
+concept AccumulatePolicy = HasDefaultOptions<A> && AccumulateConstructible<A> && HasSteps<A>;
+
+// ---- clip: acts on unscaled gradients before the step -----------------------
+//   struct MyClip { struct Options {}; explicit MyClip(const Options&);
+//                   void clip(FlatParams&); };
+template <class C>
+concept ClipConstructible = HasOptions<C> && std::constructible_from<C, const typename C::Options&>;
+template <class C>
+concept HasClip = requires(C& c, FlatParams& params) { c.clip(params); };
+/// Optional: the pre-clip total norm (a device tensor).
+template <class C>
+concept HasLastNorm = requires(const C& c) {
+  { c.last_norm() } -> std::convertible_to<at::Tensor>;
+};
+template <class C>
+concept ClipPolicy = HasDefaultOptions<C> && ClipConstructible<C> && HasClip<C>;
+
+// ---- parallel: device placement and gradient synchronisation ----------------
+//   struct MyParallel {
+//     struct Options {};  explicit MyParallel(const Options&);
+//     torch::Device device() const;  void prepare(torch::nn::Module&);
+//     Scope defer_sync() const;  void finish_sync(FlatParams&);  bool is_main() const;
+//   };
+template <class P>
+concept ParallelConstructible = HasOptions<P> && std::constructible_from<P, const typename P::Options&>;
+template <class P>
+concept HasDevice = requires(const P& p) {
+  { p.device() } -> std::convertible_to<torch::Device>;
+};
+template <class P>
+concept HasPrepare = requires(P& p, torch::nn::Module& m) { p.prepare(m); };
+template <class P>
+concept HasDeferSync = requires(const P& p) { p.defer_sync(); };
+template <class P>
+concept HasFinishSync = requires(P& p, FlatParams& params) { p.finish_sync(params); };
+template <class P>
+concept HasIsMain = requires(const P& p) {
+  { p.is_main() } -> std::convertible_to<bool>;
+};
+template <class P>
+concept ParallelPolicy = HasDefaultOptions<P> && ParallelConstructible<P> && HasDevice<P> &&
+    HasPrepare<P> && HasDeferSync<P> && HasFinishSync<P> && HasIsMain<P>;
+
+// ---- task: a batch in, a loss out -------------------------------------------
+//   struct MyTask { StepOutput step(ModelRef& model, const data::Batch& batch); };
+template <class T>
+concept Task = requires(T& t, ModelRef& model, const data::Batch& batch) {
+  { t.step(model, batch) } -> std::same_as<StepOutput>;
+};
+
+// ---- callbacks: any type with one or more hooks -----------------------------
+// Each hook is `void NAME(TrainState&)`. A member that is *named* like a hook
+// but cannot be called that way is a compile error, never silently ignored:
+// the name is detected on its own (through an ambiguous-lookup probe that
+// sees data members, overloads and templates alike), then the call is checked.
+namespace detail::hooks {
+template <class T, class Probe>
+struct Mix : T, Probe {};
+}  // namespace detail::hooks
+
+#define TRAINKIT_HOOK(name, Pascal)                                                        \
+  namespace detail::hooks {                                                                \
+  struct Probe_##name {                                                                    \
+    void name();                                                                           \
+  };                                                                                       \
+  }                                                                                        \
+  template <class T>                                                                       \
+  concept Names##Pascal =                                                                  \
+      std::is_class_v<T> && (std::is_final_v<T> ? requires { &T::name; }                   \
+                                                : !requires {                              \
+                                                    &detail::hooks::Mix<                   \
+                                                        T, detail::hooks::Probe_##name>::name; \
+                                                  });                                      \
+  template <class T>                                                                       \
+  concept Has##Pascal = requires(T& t, TrainState& s) { t.name(s); };                      \
+  struct Pascal {                                                                          \
+    static constexpr const char* name_ = #name;                                            \
+    template <class T>                                                                     \
+    static void call(T& t, TrainState& s) {                                                \
+      if constexpr (Has##Pascal<T>) t.name(s);                                             \
+    }                                                                                      \
+    template <class T>                                                                     \
+    static constexpr bool named = Names##Pascal<T>;                                        \
+    template <class T>                                                                     \
+    static constexpr bool callable = Has##Pascal<T>;                                       \
+  };
+
+TRAINKIT_HOOK(on_fit_begin, OnFitBegin)
+TRAINKIT_HOOK(on_epoch_begin, OnEpochBegin)
+TRAINKIT_HOOK(on_step_end, OnStepEnd)
+TRAINKIT_HOOK(on_validation_end, OnValidationEnd)
+TRAINKIT_HOOK(on_epoch_end, OnEpochEnd)
+TRAINKIT_HOOK(on_fit_end, OnFitEnd)
+TRAINKIT_HOOK(on_exception, OnException)
+#undef TRAINKIT_HOOK
+
+template <class C>
+concept NamesAnyHook = NamesOnFitBegin<C> || NamesOnEpochBegin<C> || NamesOnStepEnd<C> ||
+    NamesOnValidationEnd<C> || NamesOnEpochEnd<C> || NamesOnFitEnd<C> || NamesOnException<C>;
+
+template <class C, class Hook>
+concept HookWellFormed = !Hook::template named<C> || Hook::template callable<C>;
+
+template <class C>
+concept TrainerCallback = NamesAnyHook<C> && HookWellFormed<C, OnFitBegin> &&
+    HookWellFormed<C, OnEpochBegin> && HookWellFormed<C, OnStepEnd> &&
+    HookWellFormed<C, OnValidationEnd> && HookWellFormed<C, OnEpochEnd> &&
+    HookWellFormed<C, OnFitEnd> && HookWellFormed<C, OnException>;
+
+}  // namespace trainkit

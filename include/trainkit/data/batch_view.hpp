@@ -1,0 +1,32 @@
+#pragma once
+// A non-owning view of any range of batches (for validation data in
+// FitOptions, which cannot be a template).
+#include <functional>
+#include <ranges>
+#include <type_traits>
+
+#include "trainkit/data/batch.hpp"
+
+namespace trainkit::data {
+
+class BatchView {
+ public:
+  BatchView() = default;
+  template <class Range>
+    requires(!std::is_same_v<std::remove_cvref_t<Range>, BatchView>) &&
+            requires(const Range& r) {
+              { *std::ranges::begin(r) } -> std::convertible_to<Batch>;
+            }
+  BatchView(const Range& range)  // NOLINT(google-explicit-constructor): designated init
+      : for_each_([&range](const std::function<void(const Batch&)>& f) {
+          for (const auto& b : range) f(b);
+        }) {}
+
+  explicit operator bool() const { return static_cast<bool>(for_each_); }
+  void for_each(const std::function<void(const Batch&)>& f) const { for_each_(f); }
+
+ private:
+  std::function<void(const std::function<void(const Batch&)>&)> for_each_;
+};
+
+}  // namespace trainkit::data

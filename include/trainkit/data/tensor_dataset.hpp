@@ -1,0 +1,101 @@
+#pragma once
+// In-memory datasets and their batches. A batch of a shuffled epoch is one
+// index_select of a slice of the epoch's permutation (no per-sample stacking);
+// the permutation depends on (seed, epoch) only, never on the batch size, so
+// runs at batch 64 and at 4 x 16 see the same samples in the same order.
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/types.h>
+
+#include <cstdint>
+#include <iterator>
+
+#include "trainkit/data/batch.hpp"
+#include "trainkit/error.hpp"
+
+namespace trainkit::data {
+
+struct TensorDataset {
+  at::Tensor inputs;   ///< [N, ...]
+  at::Tensor targets;  ///< [N, ...]
+  int64_t size() const { return inputs.size(0); }
+};
+
+class TensorBatches {
+ public:
+  struct Options {
+    int64_t batch_size = 32;
+    bool shuffle = true;
+    uint64_t seed = 0;
+    bool drop_last = false;
+  };
+
+  TensorBatches(TensorDataset dataset, const Options& o) : data_(std::move(dataset)), options_(o) {
+    detail::require_option(o.batch_size >= 1, "data.batch_size", o.batch_size, "a number >= 1");
+    detail::require_option(data_.inputs.defined() && data_.targets.defined() &&
+                               data_.inputs.size(0) == data_.targets.size(0),
+                           "data.targets", data_.targets.defined() ? data_.targets.size(0) : -1,
+                           "as many targets as inputs");
+    set_epoch(0);
+  }
+
+  /// Selects the epoch whose permutation the next iteration uses.
+  void set_epoch(int64_t epoch) {
+    epoch_ = epoch;
+    if (!options_.shuffle) return;
+    auto gen = at::make_generator<at::CPUGeneratorImpl>(options_.seed * 0x9E3779B97F4A7C15ULL +
+                                                        static_cast<uint64_t>(epoch));
+    order_ = at::randperm(data_.size(), gen, at::kLong).to(data_.inputs.device());
+  }
+
+  /// Number of batches per epoch.
+  int64_t size() const {
+    const int64_t n = data_.size(), b = options_.batch_size;
+    return options_.drop_last ? n / b : (n + b - 1) / b;
+  }
+  int64_t epoch() const { return epoch_; }
+  const TensorDataset& dataset() const { return data_; }
+
+  Batch batch(int64_t index) const {
+    const int64_t start = index * options_.batch_size;
+    const int64_t len = std::min(options_.batch_size, data_.size() - start);
+    if (!options_.shuffle) {
+      return {data_.inputs.narrow(0, start, len), data_.targets.narrow(0, start, len)};
+    }
+    const auto idx = order_.narrow(0, start, len);
+    return {data_.inputs.index_select(0, idx), data_.targets.index_select(0, idx)};
+  }
+
+  class iterator {
+   public:
+    using value_type = Batch;
+    using difference_type = std::ptrdiff_t;
+    iterator() = default;
+    iterator(const TensorBatches* owner, int64_t index) : owner_(owner), index_(index) {}
+    Batch operator*() const { return owner_->batch(index_); }
+    iterator& operator++() {
+      ++index_;
+      return *this;
+    }
+    iterator operator++(int) {
+      auto copy = *this;
+      ++index_;
+      return copy;
+    }
+    bool operator==(const iterator& other) const { return index_ == other.index_; }
+
+   private:
+    const TensorBatches* owner_ = nullptr;
+    int64_t index_ = 0;
+  };
+
+  iterator begin() const { return {this, 0}; }
+  iterator end() const { return {this, size()}; }
+
+ private:
+  TensorDataset data_;
+  Options options_;
+  int64_t epoch_ = 0;
+  at::Tensor order_;
+};
+
+}  // namespace trainkit::data

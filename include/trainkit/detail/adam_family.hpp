@@ -1,0 +1,62 @@
+#pragma once
+// Shared state and validation of optim::Adam and optim::AdamW; they differ
+// only in where weight decay goes.
+#include <cmath>
+#include <vector>
+
+#include "trainkit/detail/adam_kernel.hpp"
+#include "trainkit/error.hpp"
+#include "trainkit/params.hpp"
+
+namespace trainkit::detail {
+
+template <class OptionsT, bool Decoupled>
+class AdamFamily {
+ public:
+  AdamFamily(FlatParams& params, const OptionsT& options) : params_(&params), options_(options) {
+    require_option(std::isfinite(options.lr) && options.lr >= 0.0, "optim.lr", options.lr,
+                   "a finite number >= 0");
+    require_option(options.beta1 >= 0.0 && options.beta1 < 1.0, "optim.beta1", options.beta1,
+                   "0 <= beta1 < 1");
+    require_option(options.beta2 >= 0.0 && options.beta2 < 1.0, "optim.beta2", options.beta2,
+                   "0 <= beta2 < 1");
+    require_option(options.eps >= 0.0, "optim.eps", options.eps, "a number >= 0");
+    require_option(options.weight_decay >= 0.0, "optim.weight_decay", options.weight_decay,
+                   "a number >= 0");
+    for (auto& g : params.groups()) {
+      exp_avg_.push_back(at::zeros_like(g.data));
+      exp_avg_sq_.push_back(at::zeros_like(g.data));
+      max_exp_avg_sq_.push_back(options.amsgrad ? at::zeros_like(g.data) : at::Tensor());
+      scratch_.push_back(at::empty_like(g.data));
+    }
+  }
+
+  void step() {
+    ++steps_;
+    const AdamHyper h{options_.lr,           options_.beta1,    options_.beta2, options_.eps,
+                      options_.weight_decay, Decoupled,         options_.amsgrad, steps_};
+    const auto groups = params_->groups();
+    for (size_t i = 0; i < groups.size(); ++i) {
+      adam_step(groups[i].data, groups[i].grad, exp_avg_[i], exp_avg_sq_[i], max_exp_avg_sq_[i],
+                scratch_[i], h);
+    }
+  }
+
+  double lr() const { return options_.lr; }
+  void set_lr(double lr) { options_.lr = lr; }
+  /// OneCycle's momentum cycling drives beta1, as PyTorch does for Adam.
+  double momentum() const { return options_.beta1; }
+  void set_momentum(double beta1) { options_.beta1 = beta1; }
+  const OptionsT& options() const { return options_; }
+  int64_t steps_taken() const { return steps_; }
+  std::vector<at::Tensor>& exp_avg() { return exp_avg_; }
+  std::vector<at::Tensor>& exp_avg_sq() { return exp_avg_sq_; }
+
+ private:
+  FlatParams* params_;
+  OptionsT options_;
+  int64_t steps_ = 0;
+  std::vector<at::Tensor> exp_avg_, exp_avg_sq_, max_exp_avg_sq_, scratch_;
+};
+
+}  // namespace trainkit::detail

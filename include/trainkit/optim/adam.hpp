@@ -1,0 +1,23 @@
+#pragma once
+// optim::Adam: Adam with L2 weight decay added to the gradient (and amsgrad),
+// as torch.optim.Adam, stepping the flat buffers in one fused pass.
+#include "trainkit/detail/adam_family.hpp"
+
+namespace trainkit::optim {
+
+struct AdamOptions {
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.0;
+  bool amsgrad = false;
+};
+
+class Adam : public detail::AdamFamily<AdamOptions, /*decoupled=*/false> {
+ public:
+  using Options = AdamOptions;
+  using AdamFamily::AdamFamily;
+};
+
+}  // namespace trainkit::optim

@@ -1,0 +1,23 @@
+#pragma once
+// optim::AdamW: Adam with decoupled weight decay (Loshchilov & Hutter), as
+// torch.optim.AdamW, stepping the flat buffers in one fused pass.
+#include "trainkit/detail/adam_family.hpp"
+
+namespace trainkit::optim {
+
+struct AdamWOptions {
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 1e-2;
+  bool amsgrad = false;
+};
+
+class AdamW : public detail::AdamFamily<AdamWOptions, /*decoupled=*/true> {
+ public:
+  using Options = AdamWOptions;
+  using AdamFamily::AdamFamily;
+};
+
+}  // namespace trainkit::optim

@@ -1,0 +1,63 @@
+#pragma once
+// optim::SGD: stochastic gradient descent with momentum, dampening, Nesterov
+// and L2 weight decay, as torch.optim.SGD, stepping the flat buffers at once.
+#include <vector>
+
+#include "trainkit/detail/sgd_kernel.hpp"
+#include "trainkit/error.hpp"
+#include "trainkit/params.hpp"
+
+namespace trainkit::optim {
+
+class SGD {
+ public:
+  struct Options {
+    double lr = 1e-2;
+    double momentum = 0.0;
+    double dampening = 0.0;
+    double weight_decay = 0.0;
+    bool nesterov = false;
+    bool maximize = false;
+  };
+
+  SGD(FlatParams& params, const Options& options) : params_(&params), options_(options) {
+    using detail::require_option;
+    require_option(options.lr >= 0.0, "optim.lr", options.lr, "a number >= 0");
+    require_option(options.momentum >= 0.0, "optim.momentum", options.momentum, "a number >= 0");
+    require_option(options.weight_decay >= 0.0, "optim.weight_decay", options.weight_decay,
+                   "a number >= 0");
+    require_option(!options.nesterov || (options.momentum > 0.0 && options.dampening == 0.0),
+                   "optim.nesterov", options.nesterov,
+                   "true only with momentum > 0 and dampening == 0");
+    for (auto& g : params.groups()) scratch_.push_back(at::empty_like(g.data));
+    momentum_.resize(scratch_.size());
+  }
+
+  void step() {
+    const auto groups = params_->groups();
+    for (size_t i = 0; i < groups.size(); ++i) {
+      // Like torch.optim.SGD, the buffer is born on the first step with momentum
+      // (a schedule may switch momentum on later) as a copy of the gradient.
+      const bool first = options_.momentum != 0.0 && !momentum_[i].defined();
+      if (first) momentum_[i] = at::empty_like(groups[i].data);
+      detail::sgd_step(groups[i].data, groups[i].grad, momentum_[i], scratch_[i],
+                       {options_.lr, options_.momentum, options_.dampening, options_.weight_decay,
+                        options_.nesterov, options_.maximize, first});
+    }
+  }
+
+  double lr() const { return options_.lr; }
+  void set_lr(double lr) { options_.lr = lr; }
+  double momentum() const { return options_.momentum; }
+  void set_momentum(double m) { options_.momentum = m; }
+  const Options& options() const { return options_; }
+  std::vector<at::Tensor>& momentum_buffers() { return momentum_; }
+
+ private:
+  FlatParams* params_;
+  Options options_;
+  std::vector<at::Tensor> momentum_;
+  std::vector<at::Tensor> scratch_;
+};
+
+}  // namespace trainkit::optim

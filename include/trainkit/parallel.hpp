@@ -1,0 +1,3 @@
+#pragma once
+// Parallel policies: device placement and gradient synchronisation.
+#include "trainkit/parallel/single.hpp"

@@ -1,0 +1,104 @@
+#pragma once
+// Parameters live in one flat buffer (DESIGN.md): the model's trainable
+// tensors are re-pointed at views of one contiguous buffer per (device, dtype),
+// and their gradients at views of a matching flat gradient that autograd
+// accumulates into. Optimizers, clipping and zeroing then touch a handful of
+// large tensors instead of hundreds of small ones.
+#include <torch/nn/module.h>
+#include <torch/types.h>
+
+#include <cstdint>
+#include <span>
+#include <unordered_set>
+#include <vector>
+
+#include "trainkit/error.hpp"
+
+namespace trainkit {
+
+/// One contiguous buffer of parameters that share a device and dtype.
+struct FlatGroup {
+  at::Tensor data;                  ///< all parameters, back to back
+  at::Tensor grad;                  ///< their gradients, same layout
+  std::vector<at::Tensor> params;   ///< the model's parameters (views of `data`)
+  std::vector<int64_t> offsets;     ///< start of each parameter in `data`
+
+  int64_t numel() const { return data.numel(); }
+};
+
+class FlatParams {
+ public:
+  FlatParams() = default;
+
+  /// Flattens `params` (those that require grad; shared tensors once).
+  /// Call after the module has reached its device: moving it later undoes this.
+  explicit FlatParams(const std::vector<at::Tensor>& params) {
+    torch::NoGradGuard no_grad;
+    std::unordered_set<const void*> seen;
+    for (const auto& p : params) {
+      if (!p.requires_grad() || !seen.insert(p.unsafeGetTensorImpl()).second) continue;
+      group_for(p).params.push_back(p);
+    }
+    for (auto& g : groups_) flatten(g);
+  }
+
+  explicit FlatParams(torch::nn::Module& module) : FlatParams(module.parameters()) {}
+
+  std::span<FlatGroup> groups() { return groups_; }
+  std::span<const FlatGroup> groups() const { return groups_; }
+
+  int64_t numel() const {
+    int64_t n = 0;
+    for (const auto& g : groups_) n += g.numel();
+    return n;
+  }
+
+  /// Per-tensor views, in registration order within each group.
+  std::vector<at::Tensor> params() const {
+    std::vector<at::Tensor> out;
+    for (const auto& g : groups_) out.insert(out.end(), g.params.begin(), g.params.end());
+    return out;
+  }
+
+  /// One fill per group: the per-parameter `.grad()` views stay attached.
+  void zero_grad() {
+    for (auto& g : groups_) g.grad.zero_();
+  }
+
+  /// Multiplies every gradient by `factor` (partial accumulation windows).
+  void scale_grad(double factor) {
+    for (auto& g : groups_) g.grad.mul_(factor);
+  }
+
+ private:
+  FlatGroup& group_for(const at::Tensor& p) {
+    for (auto& g : groups_) {
+      const auto& first = g.params.front();
+      if (first.device() == p.device() && first.scalar_type() == p.scalar_type()) return g;
+    }
+    return groups_.emplace_back();
+  }
+
+  static void flatten(FlatGroup& g) {
+    int64_t total = 0;
+    for (const auto& p : g.params) {
+      g.offsets.push_back(total);
+      total += p.numel();
+    }
+    const auto options = g.params.front().options();
+    g.data = at::empty({total}, options);
+    g.grad = at::zeros({total}, options);
+    for (size_t i = 0; i < g.params.size(); ++i) {
+      auto& p = g.params[i];
+      const int64_t n = p.numel();
+      auto data_view = g.data.narrow(0, g.offsets[i], n);
+      data_view.copy_(p.detach().reshape({-1}));
+      p.set_data(data_view.view(p.sizes()));
+      p.mutable_grad() = g.grad.narrow(0, g.offsets[i], n).view(p.sizes());
+    }
+  }
+
+  std::vector<FlatGroup> groups_;
+};
+
+}  // namespace trainkit

@@ -1,0 +1,30 @@
+#pragma once
+// precision::Bf16: bfloat16 autocast (CPU or CUDA) around the forward pass;
+// bf16 has fp32's range, so no loss scaling. Weights and grads stay fp32.
+#include <torch/types.h>
+
+#include "trainkit/detail/compat.hpp"
+#include "trainkit/params.hpp"
+
+namespace trainkit::precision {
+
+class Bf16 {
+ public:
+  struct Options {};
+  Bf16() : Bf16(Options{}) {}
+  explicit Bf16(const Options&, torch::Device device = torch::kCPU) : device_(device.type()) {}
+
+  trainkit::detail::AutocastScope autocast() const { return {device_, at::kBFloat16}; }
+  void backward(const at::Tensor& loss) { loss.backward(); }
+  void unscale(FlatParams&) {}
+  template <class StepFn>
+  void step(StepFn&& optimizer_step) {
+    optimizer_step();
+  }
+  void update() {}
+
+ private:
+  c10::DeviceType device_;
+};
+
+}  // namespace trainkit::precision

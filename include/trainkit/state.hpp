@@ -1,0 +1,69 @@
+#pragma once
+// TrainState: what callbacks see and may change. Device values (the loss,
+// the gradient norm, the loss scale) stay tensors until someone asks, so the
+// hot path never waits on the device.
+#include <torch/nn/module.h>
+#include <torch/types.h>
+
+#include <cstdint>
+#include <exception>
+#include <map>
+#include <optional>
+#include <string>
+
+namespace trainkit {
+
+class TrainState {
+ public:
+  int64_t epoch = 0;              ///< current epoch, from 0
+  int64_t epochs = 0;             ///< epochs in this fit
+  int64_t step = 0;               ///< optimizer steps taken so far
+  int64_t batch = 0;              ///< micro-batches seen in this epoch
+  int64_t batches_per_epoch = -1; ///< -1 when the data has no size()
+  int64_t steps_per_epoch = -1;
+  int64_t total_steps = -1;
+  int64_t log_every = 10;
+  int64_t samples_seen = 0;       ///< training samples since fit began
+  double lr = 0.0;                ///< learning rate of the next step
+  /// Epoch-level metrics: train_loss, val_loss, val_<metric>, ...
+  std::map<std::string, double> metrics;
+  std::exception_ptr exception;   ///< set before on_exception
+
+  explicit TrainState(torch::nn::Module& model) : model_(&model) {}
+
+  torch::nn::Module& model() { return *model_; }
+
+  /// Loss of the last micro-batch (reads the device).
+  double loss() const { return loss_tensor.defined() ? loss_tensor.item<double>() : 0.0; }
+  /// Total gradient norm before clipping, when the clip policy reports it.
+  std::optional<double> grad_norm() const {
+    if (!grad_norm_tensor.defined()) return std::nullopt;
+    return grad_norm_tensor.item<double>();
+  }
+  /// The fp16 loss scale, when there is one.
+  std::optional<double> loss_scale() const {
+    if (!loss_scale_tensor.defined()) return std::nullopt;
+    return loss_scale_tensor.item<double>();
+  }
+  /// True on steps where reading device values is allowed (every log_every).
+  bool should_log() const { return log_every > 0 && step % log_every == 0; }
+
+  void request_stop(std::string reason = "stop requested") {
+    stop_ = true;
+    stop_reason_ = std::move(reason);
+  }
+  bool stop_requested() const { return stop_; }
+  const std::string& stop_reason() const { return stop_reason_; }
+  bool is_main_process() const { return main_process; }
+
+  // Device values behind loss(), grad_norm() and loss_scale(); set by the trainer.
+  at::Tensor loss_tensor, grad_norm_tensor, loss_scale_tensor;
+  bool main_process = true;
+
+ private:
+  torch::nn::Module* model_;
+  bool stop_ = false;
+  std::string stop_reason_;
+};
+
+}  // namespace trainkit

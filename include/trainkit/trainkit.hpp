@@ -1,0 +1,23 @@
+#pragma once
+// trainkit: training-loop building blocks over LibTorch. This umbrella
+// includes every public header; concepts.hpp is the contract to read first.
+#if __cplusplus < 202002L
+#error "trainkit needs C++20 (-std=c++20)"
+#endif
+
+#include "trainkit/version.hpp"
+#include "trainkit/detail/compat.hpp"  // also rejects LibTorch < 1.13
+#include "trainkit/error.hpp"
+#include "trainkit/concepts.hpp"
+#include "trainkit/params.hpp"
+#include "trainkit/state.hpp"
+#include "trainkit/task.hpp"
+#include "trainkit/optim.hpp"
+#include "trainkit/sched.hpp"
+#include "trainkit/precision.hpp"
+#include "trainkit/accumulate.hpp"
+#include "trainkit/clip.hpp"
+#include "trainkit/parallel.hpp"
+#include "trainkit/callbacks.hpp"
+#include "trainkit/data.hpp"
+#include "trainkit/trainer.hpp"

@@ -1,0 +1,5 @@
+#pragma once
+// trainkit's version, in one place.
+#define TRAINKIT_VERSION_MAJOR 0
+#define TRAINKIT_VERSION_MINOR 1
+#define TRAINKIT_VERSION_PATCH 0

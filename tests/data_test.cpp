@@ -1,0 +1,92 @@
+// In-memory batches (order a function of seed and epoch only), the glyph
+// dataset, and the MNIST IDX reader with its errors.
+#include <trainkit/data.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+#include "support.hpp"
+
+using namespace trainkit;
+
+TEST_CASE("shuffled batches depend on (seed, epoch) only, not on the batch size") {
+  const auto n = 50;
+  data::TensorDataset ds{torch::arange(n).to(at::kFloat).unsqueeze(1), torch::arange(n)};
+  data::TensorBatches b7(ds, {.batch_size = 7, .seed = 9}), b10(ds, {.batch_size = 10, .seed = 9});
+  auto order = [](const data::TensorBatches& b) {
+    std::vector<at::Tensor> parts;
+    for (const auto& batch : b) parts.push_back(batch.target);
+    return at::cat(parts);
+  };
+  CHECK(b7.size() == 8);
+  CHECK(torch::equal(order(b7), order(b10)));
+  CHECK(torch::equal(std::get<0>(order(b7).sort()), torch::arange(n)));  // a permutation
+  const auto epoch0 = order(b7);
+  b7.set_epoch(1);
+  CHECK(!torch::equal(order(b7), epoch0));
+  b7.set_epoch(0);
+  CHECK(torch::equal(order(b7), epoch0));
+  data::TensorBatches other_seed(ds, {.batch_size = 7, .seed = 10});
+  CHECK(!torch::equal(order(other_seed), epoch0));
+  data::TensorBatches dropped(ds, {.batch_size = 7, .drop_last = true});
+  CHECK(dropped.size() == 7);
+  data::TensorBatches sequential(ds, {.batch_size = 20, .shuffle = false});
+  CHECK(torch::equal(order(sequential), torch::arange(n)));
+}
+
+TEST_CASE("glyphs are deterministic, balanced and distinct per class") {
+  const auto a = data::make_glyphs(400, 3), b = data::make_glyphs(400, 3), c = data::make_glyphs(400, 4);
+  CHECK(torch::equal(a.inputs, b.inputs));
+  CHECK(torch::equal(a.targets, b.targets));
+  CHECK(!torch::equal(a.inputs, c.inputs));
+  CHECK(a.inputs.sizes() == std::vector<int64_t>{400, 1, 28, 28});
+  const auto counts = at::bincount(a.targets, {}, 10);
+  CHECK(counts.min().item<int64_t>() >= 20);
+  // the prefix of a larger set is the smaller set
+  const auto big = data::make_glyphs(800, 3);
+  CHECK(torch::equal(big.inputs.narrow(0, 0, 400), a.inputs));
+  // class means differ: the classes are separable in principle
+  const auto flat = a.inputs.view({400, -1});
+  const auto m0 = flat.index({a.targets == 0}).mean(0), m1 = flat.index({a.targets == 1}).mean(0);
+  CHECK((m0 - m1).norm().item<double>() > 1.0);
+}
+
+namespace {
+void write_idx(const std::filesystem::path& file, uint32_t magic, std::vector<uint32_t> dims,
+               const std::vector<uint8_t>& data, size_t cut = SIZE_MAX) {
+  std::string bytes;
+  auto be = [&](uint32_t v) {
+    for (int s = 24; s >= 0; s -= 8) bytes.push_back(char((v >> s) & 0xFF));
+  };
+  be(magic);
+  for (auto d : dims) be(d);
+  bytes.append(data.begin(), data.end());
+  std::ofstream(file, std::ios::binary).write(bytes.data(), std::streamsize(std::min(cut, bytes.size())));
+}
+}  // namespace
+
+TEST_CASE("MNIST IDX reader: round trip and errors that name the file") {
+  const auto dir = std::filesystem::temp_directory_path() / "trainkit_mnist_test";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::vector<uint8_t> pixels(3 * 28 * 28);
+  for (size_t i = 0; i < pixels.size(); ++i) pixels[i] = uint8_t(i % 251);
+  write_idx(dir / "t10k-images-idx3-ubyte", 0x803, {3, 28, 28}, pixels);
+  write_idx(dir / "t10k-labels-idx1-ubyte", 0x801, {3}, {7, 0, 9});
+  const auto ds = data::read_mnist(dir, /*train=*/false);
+  CHECK(ds.inputs.sizes() == std::vector<int64_t>{3, 1, 28, 28});
+  CHECK(torch::equal(ds.targets, torch::tensor({7, 0, 9}, at::kLong)));
+  CHECK(ds.inputs[0][0][0][5].item<double>() == doctest::Approx((5 / 255.0 - 0.1307) / 0.3081));
+
+  write_idx(dir / "t10k-labels-idx1-ubyte", 0x803, {3}, {7, 0, 9});
+  CHECK_THROWS_WITH_AS(data::read_mnist(dir, false),
+                       doctest::Contains("t10k-labels-idx1-ubyte: bad IDX magic 2051 (expected 2049)"),
+                       Error);
+  write_idx(dir / "t10k-labels-idx1-ubyte", 0x801, {3}, {7, 0, 9});
+  write_idx(dir / "t10k-images-idx3-ubyte", 0x803, {3, 28, 28}, pixels, 1000);
+  CHECK_THROWS_WITH_AS(data::read_mnist(dir, false),
+                       doctest::Contains("t10k-images-idx3-ubyte: truncated"), Error);
+  CHECK_THROWS_WITH_AS(data::read_mnist(dir, true),
+                       doctest::Contains("cannot open MNIST file"), Error);
+  std::filesystem::remove_all(dir);
+}

@@ -1,0 +1,70 @@
+// Compile-time checks of the contracts: every ready policy satisfies its
+// family concept, and near-misses do not.
+#include <trainkit/trainkit.hpp>
+
+using namespace trainkit;
+
+static_assert(OptimizerPolicy<optim::SGD>);
+static_assert(OptimizerPolicy<optim::Adam>);
+static_assert(OptimizerPolicy<optim::AdamW>);
+static_assert(OptimizerPolicy<optim::Wrap<torch::optim::RMSprop>>);
+static_assert(HasSetMomentum<optim::AdamW> && HasSetMomentum<optim::SGD>);
+static_assert(!HasSetMomentum<optim::Wrap<torch::optim::Adagrad>>);
+static_assert(SchedulerPolicy<sched::Constant> && SchedulerPolicy<sched::Step> &&
+              SchedulerPolicy<sched::MultiStep> && SchedulerPolicy<sched::Exponential> &&
+              SchedulerPolicy<sched::Cosine> && SchedulerPolicy<sched::WarmupCosine> &&
+              SchedulerPolicy<sched::OneCycle> && SchedulerPolicy<sched::Linear>);
+static_assert(HasMomentumAt<sched::OneCycle> && !HasMomentumAt<sched::Cosine>);
+static_assert(PrecisionPolicy<precision::Fp32> && PrecisionPolicy<precision::Bf16> &&
+              PrecisionPolicy<precision::Fp16>);
+static_assert(HasLossScale<precision::Fp16> && !HasLossScale<precision::Fp32>);
+static_assert(AccumulatePolicy<accumulate::None> && AccumulatePolicy<accumulate::Every<4>> &&
+              AccumulatePolicy<accumulate::Steps>);
+static_assert(ClipPolicy<clip::None> && ClipPolicy<clip::Norm> && ClipPolicy<clip::Value>);
+static_assert(HasLastNorm<clip::Norm> && !HasLastNorm<clip::Value>);
+static_assert(ParallelPolicy<parallel::Single>);
+static_assert(Task<task::Classification> && Task<task::Regression>);
+static_assert(TrainerCallback<callbacks::EarlyStopping> && TrainerCallback<callbacks::ProgressBar> &&
+              TrainerCallback<callbacks::CsvLogger>);
+
+namespace near_misses {
+struct NoStep {
+  struct Options {};
+  NoStep(FlatParams&, const Options&) {}
+  double lr() const { return 0; }
+  void set_lr(double) {}
+};
+static_assert(!OptimizerPolicy<NoStep> && !HasStep<NoStep> && HasLr<NoStep>);
+
+struct NoOptions {
+  explicit NoOptions(int) {}
+  double lr_at(int64_t) const { return 0; }
+};
+static_assert(!SchedulerPolicy<NoOptions> && !HasOptions<NoOptions> && HasLrAt<NoOptions>);
+
+struct GoodHook {
+  void on_step_end(TrainState&) {}
+};
+struct ConstStateHook {
+  void on_epoch_end(const TrainState&) const {}
+};
+struct WrongArity {
+  void on_step_end() {}
+};
+struct TemplateHook {
+  template <class T>
+  void on_fit_end(T&, int) {}
+};
+struct DataMember {
+  int on_epoch_begin = 0;
+};
+struct Unrelated {
+  void step() {}
+};
+static_assert(TrainerCallback<GoodHook> && TrainerCallback<ConstStateHook>);
+// named like a hook but not callable as one: detected, then rejected
+static_assert(NamesOnStepEnd<WrongArity> && !HasOnStepEnd<WrongArity> && !TrainerCallback<WrongArity>);
+static_assert(NamesOnFitEnd<TemplateHook> && !TrainerCallback<TemplateHook>);
+static_assert(NamesOnEpochBegin<DataMember> && !TrainerCallback<DataMember>);
+static_assert(!NamesAnyHook<Unrelated> && !TrainerCallback<Unrelated>);
+}  // namespace near_misses

@@ -1,0 +1,61 @@
+#pragma once
+// Helpers shared by the tests: reference data and tolerant comparisons.
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include <cmath>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace tk_test {
+
+inline nlohmann::json load_reference(const std::string& name) {
+  std::ifstream in(std::string(TRAINKIT_REFERENCE_DIR) + "/" + name);
+  REQUIRE_MESSAGE(in.good(), "missing reference file " << name);
+  return nlohmann::json::parse(in);
+}
+
+inline at::Tensor to_tensor(const std::vector<double>& values) {
+  return at::tensor(values, at::kDouble);
+}
+
+/// Relative error of a tensor: max |a - b| / max |b| (the error measured
+/// against the tensor's own scale, so entries near zero do not dominate).
+inline double max_rel_error(const at::Tensor& a, const at::Tensor& b) {
+  const auto a64 = a.to(at::kDouble).reshape({-1}), b64 = b.to(at::kDouble).reshape({-1});
+  return ((a64 - b64).abs().max() / b64.abs().max().clamp_min(1e-30)).item<double>();
+}
+
+/// A small MLP for trainer tests.
+struct MlpImpl : torch::nn::Module {
+  explicit MlpImpl(int64_t in = 8, int64_t hidden = 16, int64_t out = 3) {
+    fc1 = register_module("fc1", torch::nn::Linear(in, hidden));
+    fc2 = register_module("fc2", torch::nn::Linear(hidden, out));
+  }
+  at::Tensor forward(at::Tensor x) { return fc2(torch::tanh(fc1(x))); }
+  torch::nn::Linear fc1{nullptr}, fc2{nullptr};
+};
+TORCH_MODULE(Mlp);
+
+/// A seeded MLP whose initial weights are the same in every call.
+inline Mlp seeded_mlp(uint64_t seed = 7, int64_t in = 8, int64_t hidden = 16, int64_t out = 3) {
+  torch::manual_seed(seed);
+  return Mlp(in, hidden, out);
+}
+
+inline std::vector<at::Tensor> snapshot(torch::nn::Module& m) {
+  std::vector<at::Tensor> out;
+  for (const auto& p : m.parameters()) out.push_back(p.detach().clone());
+  return out;
+}
+
+inline double max_param_rel_error(torch::nn::Module& a, torch::nn::Module& b) {
+  const auto pa = a.parameters(), pb = b.parameters();
+  double worst = 0.0;
+  for (size_t i = 0; i < pa.size(); ++i) worst = std::max(worst, max_rel_error(pa[i], pb[i]));
+  return worst;
+}
+
+}  // namespace tk_test
