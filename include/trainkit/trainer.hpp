@@ -23,6 +23,7 @@
 #include "trainkit/data/batch_view.hpp"
 #include "trainkit/detail/allocator.hpp"
 #include "trainkit/detail/callback_set.hpp"
+#include "trainkit/detail/loss_meter.hpp"
 #include "trainkit/detail/policy_checks.hpp"
 #include "trainkit/error.hpp"
 #include "trainkit/optim/adamw.hpp"
@@ -138,7 +139,7 @@ class Trainer {
         if constexpr (requires { train_data.set_epoch(epoch); }) train_data.set_epoch(epoch);
         hooks.template dispatch<OnEpochBegin>(state);
 
-        epoch_losses_.clear();
+        epoch_loss_.reset();
         int64_t k = 0;  // micro-batches in the open window
         for (auto&& batch : train_data) {
           micro_batch(task, batch, /*last=*/k + 1 == n, n, state);
@@ -153,9 +154,7 @@ class Trainer {
           boundary(k, n, state);
           hooks.template dispatch<OnStepEnd>(state);
         }
-        if (!epoch_losses_.empty()) {
-          state.metrics["train_loss"] = at::stack(epoch_losses_).mean().item<double>();
-        }
+        if (!epoch_loss_.empty()) state.metrics["train_loss"] = epoch_loss_.mean();
         if (options.val_data) {
           for (const auto& [name, value] : evaluate(task, options.val_data)) {
             state.metrics["val_" + name] = value;
@@ -236,8 +235,8 @@ class Trainer {
         out = task.step(model_, batch);
       }
       precision_.backward(n == 1 ? out.loss : out.loss / static_cast<double>(n));
-      epoch_losses_.push_back(out.loss.detach());
-      state.loss_tensor = epoch_losses_.back();
+      epoch_loss_.add(out.loss);
+      state.loss_tensor = out.loss;  // held until the next micro-batch
       state.samples_seen += out.batch_size;
     };
     if (last) {
@@ -293,7 +292,7 @@ class Trainer {
   Accumulate accumulate_;
   Clip clip_;
   double base_lr_;
-  std::vector<at::Tensor> epoch_losses_;
+  detail::LossMeter epoch_loss_;
 };
 
 }  // namespace trainkit

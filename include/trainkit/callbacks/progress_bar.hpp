@@ -4,6 +4,7 @@
 // times per epoch. Reads the loss only on logging steps.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <optional>
@@ -80,8 +81,11 @@ class ProgressBar {
     const double r = rate(done);
     std::string bar;
     if (total > 0) {
-      const int filled = int(double(options_.width) * double(done) / double(total));
-      bar = "[" + std::string(filled, '#') + std::string(options_.width - filled, '.') + "] ";
+      const auto width = static_cast<size_t>(std::max(options_.width, 1));
+      const auto filled = std::min(width, static_cast<size_t>(double(width) * double(done) / double(total)));
+      bar.reserve(width + 3);
+      bar.push_back('[');
+      bar.append(filled, '#').append(width - filled, '.').append("] ");
     }
     const double eta = (total > 0 && r > 0) ? double(total - done) / r : 0.0;
     std::fprintf(stderr, "\r\033[Kepoch %lld/%lld %s%lld/%lld  %.1f steps/s  loss %.4f  lr %.3g",

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Runs every benchmark and prints one JSON line per result (docs/benchmarks.md
+# records them). $1: the build folder of the `bench` preset.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${1:-build/bench}
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+echo "# $(uname -m), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
+echo "# OMP_NUM_THREADS=$OMP_NUM_THREADS, BLAS: $(readlink -f /usr/lib/x86_64-linux-gnu/libblas.so.3 2>/dev/null || echo unknown)"
+"$BUILD/bench/bench_optim"
+"$BUILD/bench/bench_clip"
+trainer_line=$("$BUILD/bench/bench_trainer"); echo "$trainer_line"
+"$BUILD/bench/bench_trainer" --pagefaults default
+"$BUILD/bench/bench_trainer" --pagefaults keep
+if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+  py_line=$(/usr/bin/python3 bench/mlp_pytorch.py "$OMP_NUM_THREADS"); echo "$py_line"
+  /usr/bin/python3 - "$trainer_line" "$py_line" <<'PY'
+import json, sys
+t, p = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+print(json.dumps({"bench": "trainer_vs_pytorch_python", "ratio_steps_per_s":
+                  round(t["trainer_steps_per_s"] / p["steps_per_s"], 2)}))
+PY
+else
+  echo '# python3-torch not installed: skipping the PyTorch-in-Python baseline'
+fi
+bash bench/compile_time.sh
