@@ -60,10 +60,11 @@ void small_tensors() {
   const double t_ours = bench::seconds_per_call([&] { ours.step(); }, 2000);
   const double t_theirs = bench::seconds_per_call([&] { theirs.step(); }, 200);
   char buf[256];
-  std::snprintf(buf, sizeof buf,
-                "\"tensors\": 200, \"numel\": 1000, \"trainkit_us\": %.2f, \"torch_optim_us\": %.2f, "
-                "\"speedup\": %.1f, \"max_ulp_after_10_steps\": %lld",
-                t_ours * 1e6, t_theirs * 1e6, t_theirs / t_ours, (long long)ulp);
+  std::snprintf(
+      buf, sizeof buf,
+      "\"tensors\": 200, \"numel\": 1000, \"trainkit_us\": %.2f, \"torch_optim_us\": %.2f, "
+      "\"speedup\": %.1f, \"max_ulp_after_10_steps\": %lld",
+      t_ours * 1e6, t_theirs * 1e6, t_theirs / t_ours, (long long)ulp);
   bench::report("adamw_200_small", buf);
 }
 

@@ -114,10 +114,12 @@ void page_faults(bool keep) {
   const long before = bench::minor_page_faults();
   const auto start = std::chrono::steady_clock::now();
   trainer.fit(task::Classification{}, batches, {.epochs = 5});
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const double steps = 5.0 * double(batches.size());
   char buf[200];
-  std::snprintf(buf, sizeof buf, "\"keep_freed_cpu_memory\": %s, \"faults_per_step\": %.0f, "
+  std::snprintf(buf, sizeof buf,
+                "\"keep_freed_cpu_memory\": %s, \"faults_per_step\": %.0f, "
                 "\"steps_per_s\": %.1f",
                 keep ? "true" : "false", double(bench::minor_page_faults() - before) / steps,
                 steps / seconds);

@@ -19,8 +19,8 @@ inline double seconds_per_call(const std::function<void()>& f, int iters, int re
   for (int r = 0; r < repeats; ++r) {
     const auto start = std::chrono::steady_clock::now();
     for (int i = 0; i < iters; ++i) f();
-    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() /
-                    iters);
+    times.push_back(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / iters);
   }
   std::nth_element(times.begin(), times.begin() + repeats / 2, times.end());
   return times[repeats / 2];

@@ -20,7 +20,8 @@ int main() {
                    .clip = {.max_norm = 1.0}});
   const auto r = trainer.fit(task::Classification{}, train_batches,
                              {.epochs = 2, .val_data = val_batches}, callbacks::ProgressBar{});
-  std::printf("adamw_onecycle_bf16: val_accuracy %.4f after %lld steps\n",
-              r.metrics.at("val_accuracy"), (long long)r.steps);
-  return r.metrics.at("val_accuracy") > 0.5 ? 0 : 1;
+  const bool ok = r.metrics.at("val_accuracy") > 0.5;
+  std::printf("adamw_onecycle_bf16: val_accuracy %.4f after %lld steps (%s)\n",
+              r.metrics.at("val_accuracy"), (long long)r.steps, ok ? "ok" : "FAILED");
+  return ok ? 0 : 1;
 }

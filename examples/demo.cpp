@@ -1,8 +1,8 @@
 // The main job: a small CNN trained on the built-in glyph dataset (or MNIST
 // with --mnist DIR), AdamW + OneCycle in fp32, with a progress bar, early
 // stopping, a CSV log, per-epoch validation and a final accuracy line.
-#include <CLI/CLI.hpp>
 #include <torch/torch.h>
+#include <CLI/CLI.hpp>
 #include <trainkit/trainkit.hpp>
 
 #include <chrono>
@@ -44,6 +44,7 @@ int main(int argc, char** argv) {
     std::printf("data: %lld train / %lld val images (%s), %d threads\n", (long long)train.size(),
                 (long long)val.size(), mnist_dir.empty() ? "glyphs" : "MNIST",
                 torch::get_num_threads());
+    std::fflush(stdout);  // before the progress bar writes to stderr
 
     data::TensorBatches train_batches(train, {.batch_size = batch_size, .seed = 42});
     data::TensorBatches val_batches(val, {.batch_size = 500, .shuffle = false});

@@ -5,8 +5,10 @@
 /// Two conv blocks and a small head: ~0.1M parameters, fast on a CPU.
 struct SmallCnnImpl : torch::nn::Module {
   SmallCnnImpl() {
-    conv1 = register_module("conv1", torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 16, 3).padding(1)));
-    conv2 = register_module("conv2", torch::nn::Conv2d(torch::nn::Conv2dOptions(16, 32, 3).padding(1)));
+    conv1 =
+        register_module("conv1", torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 16, 3).padding(1)));
+    conv2 =
+        register_module("conv2", torch::nn::Conv2d(torch::nn::Conv2dOptions(16, 32, 3).padding(1)));
     fc1 = register_module("fc1", torch::nn::Linear(32 * 7 * 7, 64));
     fc2 = register_module("fc2", torch::nn::Linear(64, 10));
   }

@@ -20,7 +20,8 @@ int main() {
        .sched = {.step_size = 125, .gamma = 0.5}});
   const auto r = trainer.fit(task::Classification{}, train_batches,
                              {.epochs = 3, .val_data = val_batches}, callbacks::ProgressBar{});
-  std::printf("sgd_step: val_accuracy %.4f, final lr %.4g\n", r.metrics.at("val_accuracy"),
-              trainer.optimizer().lr());
-  return r.metrics.at("val_accuracy") > 0.5 ? 0 : 1;
+  const bool ok = r.metrics.at("val_accuracy") > 0.5;
+  std::printf("sgd_step: val_accuracy %.4f, final lr %.4g (%s)\n", r.metrics.at("val_accuracy"),
+              trainer.optimizer().lr(), ok ? "ok" : "FAILED");
+  return ok ? 0 : 1;
 }

@@ -71,7 +71,8 @@ TEST_CASE("EarlyStopping restores the best weights at the end of fit, in place")
   const auto now = tk_test::snapshot(*model);
   for (size_t i = 0; i < now.size(); ++i) CHECK(torch::equal(now[i], per_epoch[1][i]));
   // still the trainer's flat buffer
-  CHECK(model->fc1->weight.data_ptr<float>() == trainer.flat_params().groups()[0].data.data_ptr<float>());
+  CHECK(model->fc1->weight.data_ptr<float>() ==
+        trainer.flat_params().groups()[0].data.data_ptr<float>());
 }
 
 TEST_CASE("CsvLogger writes a header and one flushed row per epoch") {
@@ -95,7 +96,8 @@ TEST_CASE("CsvLogger writes a header and one flushed row per epoch") {
 
 TEST_CASE("CsvLogger names the file it cannot open") {
   Trainer<optim::SGD> trainer(tk_test::seeded_mlp());
-  data::TensorBatches train({torch::randn({4, 8}), torch::zeros({4}, at::kLong)}, {.batch_size = 4});
+  data::TensorBatches train({torch::randn({4, 8}), torch::zeros({4}, at::kLong)},
+                            {.batch_size = 4});
   CHECK_THROWS_WITH_AS(trainer.fit(task::Classification{}, train, {},
                                    callbacks::CsvLogger({.path = "/proc/trainkit/log.csv"})),
                        doctest::Contains("/proc/trainkit"), std::exception);

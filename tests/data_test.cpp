@@ -35,7 +35,8 @@ TEST_CASE("shuffled batches depend on (seed, epoch) only, not on the batch size"
 }
 
 TEST_CASE("glyphs are deterministic, balanced and distinct per class") {
-  const auto a = data::make_glyphs(400, 3), b = data::make_glyphs(400, 3), c = data::make_glyphs(400, 4);
+  const auto a = data::make_glyphs(400, 3), b = data::make_glyphs(400, 3),
+             c = data::make_glyphs(400, 4);
   CHECK(torch::equal(a.inputs, b.inputs));
   CHECK(torch::equal(a.targets, b.targets));
   CHECK(!torch::equal(a.inputs, c.inputs));
@@ -61,7 +62,8 @@ void write_idx(const std::filesystem::path& file, uint32_t magic, std::vector<ui
   be(magic);
   for (auto d : dims) be(d);
   bytes.append(data.begin(), data.end());
-  std::ofstream(file, std::ios::binary).write(bytes.data(), std::streamsize(std::min(cut, bytes.size())));
+  std::ofstream(file, std::ios::binary)
+      .write(bytes.data(), std::streamsize(std::min(cut, bytes.size())));
 }
 }  // namespace
 
@@ -79,14 +81,14 @@ TEST_CASE("MNIST IDX reader: round trip and errors that name the file") {
   CHECK(ds.inputs[0][0][0][5].item<double>() == doctest::Approx((5 / 255.0 - 0.1307) / 0.3081));
 
   write_idx(dir / "t10k-labels-idx1-ubyte", 0x803, {3}, {7, 0, 9});
-  CHECK_THROWS_WITH_AS(data::read_mnist(dir, false),
-                       doctest::Contains("t10k-labels-idx1-ubyte: bad IDX magic 2051 (expected 2049)"),
-                       Error);
+  CHECK_THROWS_WITH_AS(
+      data::read_mnist(dir, false),
+      doctest::Contains("t10k-labels-idx1-ubyte: bad IDX magic 2051 (expected 2049)"), Error);
   write_idx(dir / "t10k-labels-idx1-ubyte", 0x801, {3}, {7, 0, 9});
   write_idx(dir / "t10k-images-idx3-ubyte", 0x803, {3, 28, 28}, pixels, 1000);
   CHECK_THROWS_WITH_AS(data::read_mnist(dir, false),
                        doctest::Contains("t10k-images-idx3-ubyte: truncated"), Error);
-  CHECK_THROWS_WITH_AS(data::read_mnist(dir, true),
-                       doctest::Contains("cannot open MNIST file"), Error);
+  CHECK_THROWS_WITH_AS(data::read_mnist(dir, true), doctest::Contains("cannot open MNIST file"),
+                       Error);
   std::filesystem::remove_all(dir);
 }

@@ -36,10 +36,13 @@ void set_grads(Problem& p, const std::vector<double>& grads) {
   p.flat.groups()[0].grad.copy_(tk_test::to_tensor(grads));
 }
 
-at::Tensor flat_values(const Problem& p) { return p.flat.groups()[0].data; }
+at::Tensor flat_values(const Problem& p) {
+  return p.flat.groups()[0].data;
+}
 
 template <class Opt>
-double run_case(const nlohmann::json& ref, const nlohmann::json& c, const typename Opt::Options& o) {
+double run_case(const nlohmann::json& ref, const nlohmann::json& c,
+                const typename Opt::Options& o) {
   auto p = make_problem(ref);
   Opt opt(p.flat, o);
   const auto grads = ref["grads"];
@@ -69,24 +72,33 @@ double run_named(const nlohmann::json& ref, const std::string& name) {
   auto flag = [&](const char* key) { return k.contains(key) && k[key].get<bool>(); };
   const auto kind = c["optimizer"].get<std::string>();
   if (kind == "SGD") {
-    return run_case<optim::SGD>(ref, c, {.lr = get("lr", 0), .momentum = get("momentum", 0),
-                                         .dampening = get("dampening", 0),
-                                         .weight_decay = get("weight_decay", 0),
-                                         .nesterov = flag("nesterov"), .maximize = flag("maximize")});
+    return run_case<optim::SGD>(ref, c,
+                                {.lr = get("lr", 0),
+                                 .momentum = get("momentum", 0),
+                                 .dampening = get("dampening", 0),
+                                 .weight_decay = get("weight_decay", 0),
+                                 .nesterov = flag("nesterov"),
+                                 .maximize = flag("maximize")});
   }
   const double beta1 = k.contains("betas") ? k["betas"][0].get<double>() : 0.9;
   const double beta2 = k.contains("betas") ? k["betas"][1].get<double>() : 0.999;
   if (kind == "Adam") {
-    return run_case<optim::Adam>(ref, c, {.lr = get("lr", 0), .beta1 = beta1, .beta2 = beta2,
-                                          .eps = get("eps", 1e-8),
-                                          .weight_decay = get("weight_decay", 0),
-                                          .amsgrad = flag("amsgrad")});
+    return run_case<optim::Adam>(ref, c,
+                                 {.lr = get("lr", 0),
+                                  .beta1 = beta1,
+                                  .beta2 = beta2,
+                                  .eps = get("eps", 1e-8),
+                                  .weight_decay = get("weight_decay", 0),
+                                  .amsgrad = flag("amsgrad")});
   }
   REQUIRE(kind == "AdamW");
-  return run_case<optim::AdamW>(ref, c, {.lr = get("lr", 0), .beta1 = beta1, .beta2 = beta2,
-                                         .eps = get("eps", 1e-8),
-                                         .weight_decay = get("weight_decay", 0.01),
-                                         .amsgrad = flag("amsgrad")});
+  return run_case<optim::AdamW>(ref, c,
+                                {.lr = get("lr", 0),
+                                 .beta1 = beta1,
+                                 .beta2 = beta2,
+                                 .eps = get("eps", 1e-8),
+                                 .weight_decay = get("weight_decay", 0.01),
+                                 .amsgrad = flag("amsgrad")});
 }
 
 }  // namespace
@@ -107,7 +119,8 @@ TEST_CASE("optim::Wrap<torch::optim::SGD> follows the same reference") {
   const auto& c = ref["cases"]["sgd_momentum"];
   auto p = make_problem(ref);
   optim::Wrap<torch::optim::SGD> opt(
-      p.flat, {.torch = torch::optim::SGDOptions(0.05).momentum(0.9).dampening(0.1).weight_decay(1e-3)});
+      p.flat,
+      {.torch = torch::optim::SGDOptions(0.05).momentum(0.9).dampening(0.1).weight_decay(1e-3)});
   CHECK(opt.lr() == doctest::Approx(0.05));
   const auto grads = ref["grads"];
   for (int64_t step = 0; step < 10; ++step) {

@@ -16,8 +16,8 @@ void expect_error(const std::function<void()>& make, const std::string& option,
     FAIL("no trainkit::Error for " << option);
   } catch (const Error& e) {
     const std::string msg = e.what();
-    CHECK_MESSAGE(msg.find("option `" + option + "` = " + value + " is invalid") != std::string::npos,
-                  msg);
+    CHECK_MESSAGE(
+        msg.find("option `" + option + "` = " + value + " is invalid") != std::string::npos, msg);
     CHECK_MESSAGE(msg.find("accepted: " + accepted) != std::string::npos, msg);
   }
 }
@@ -51,21 +51,31 @@ TEST_CASE("scheduler options") {
   expect_error([] { sched::Step({.step_size = 0}); }, "sched.step_size", "0",
                "a number of steps > 0");
   expect_error([] { sched::Step({.gamma = 0}); }, "sched.gamma", "0", "a number > 0");
-  expect_error([] { sched::MultiStep({.milestones = {3, -2}}); }, "sched.milestones", "-2",
-               "step numbers > 0");
+  expect_error(
+      [] {
+        sched::MultiStep({.milestones = {3, -2}});
+      },
+      "sched.milestones", "-2", "step numbers > 0");
   expect_error([] { sched::Exponential({.gamma = -1}); }, "sched.gamma", "-1", "a number > 0");
   expect_error([] { sched::Constant({.factor = 2}); }, "sched.factor", "2", "0 <= factor <= 1");
   expect_error([] { sched::Cosine({.t_max = -5}); }, "sched.t_max", "-5",
                "a number of steps > 0, or 0 for the whole run");
   expect_error([] { sched::Cosine({.eta_min = -1}); }, "sched.eta_min", "-1", "a number >= 0");
+  expect_error([] { sched::Constant({.total_iters = -1}); }, "sched.total_iters", "-1",
+               "a number >= 0");
+  expect_error([] { sched::Linear({.total_iters = -4}); }, "sched.total_iters", "-4",
+               "a number of steps > 0, or 0 for the whole run");
   expect_error([] { sched::Linear({.start_factor = 0}); }, "sched.start_factor", "0",
                "0 < start_factor <= 1");
   expect_error([] { sched::Linear({.end_factor = 1.5}); }, "sched.end_factor", "1.5",
                "0 <= end_factor <= 1");
   expect_error([] { sched::WarmupCosine({.warmup_steps = -1}); }, "sched.warmup_steps", "-1",
                "a number >= 0");
-  expect_error([] { sched::WarmupCosine({.warmup_steps = 10, .total_steps = 10}).start({0.1, -1}); },
-               "sched.warmup_steps", "10", "fewer steps than sched.total_steps");
+  expect_error(
+      [] {
+        sched::WarmupCosine({.warmup_steps = 10, .total_steps = 10}).start({0.1, -1});
+      },
+      "sched.warmup_steps", "10", "fewer steps than sched.total_steps");
   expect_error([] { sched::OneCycle({.max_lr = -1}); }, "sched.max_lr", "-1",
                "a number > 0, or 0 for optim.lr");
   expect_error([] { sched::OneCycle({.pct_start = 1.0}); }, "sched.pct_start", "1",
@@ -75,15 +85,18 @@ TEST_CASE("scheduler options") {
                "a number > 0");
   expect_error([] { sched::OneCycle({.base_momentum = 0.99, .max_momentum = 0.9}); },
                "sched.base_momentum", "0.99", "a number <= sched.max_momentum");
-  expect_error([] { sched::OneCycle().start({0.1, -1}); }, "sched.total_steps", "0",
-               "a number of optimizer steps > 0");
+  expect_error(
+      [] {
+        sched::OneCycle().start({0.1, -1});
+      },
+      "sched.total_steps", "0", "a number of optimizer steps > 0");
 }
 
 TEST_CASE("precision, accumulate and clip options") {
   expect_error([] { precision::Fp16({}, torch::kCPU); }, "precision.autocast", "true",
                "true only on a CUDA device");
-  expect_error([] { precision::GradScaler({.init_scale = 0}); }, "precision.scaler.init_scale",
-               "0", "a finite number > 0");
+  expect_error([] { precision::GradScaler({.init_scale = 0}); }, "precision.scaler.init_scale", "0",
+               "a finite number > 0");
   expect_error([] { precision::GradScaler({.growth_factor = 1}); },
                "precision.scaler.growth_factor", "1", "a number > 1");
   expect_error([] { precision::GradScaler({.backoff_factor = 1}); },
@@ -108,7 +121,10 @@ TEST_CASE("trainer, fit, data and callback options") {
       },
       "accumulate.steps", "0", "a number of micro-batches");
   expect_error(
-      [] { Trainer<optim::AdamW, sched::OneCycle> t(tk_test::seeded_mlp(), {.sched = {.pct_start = 0}}); },
+      [] {
+        Trainer<optim::AdamW, sched::OneCycle> t(tk_test::seeded_mlp(),
+                                                 {.sched = {.pct_start = 0}});
+      },
       "sched.pct_start", "0", "0 < pct_start < 1");
   struct Frozen : torch::nn::Module {
     at::Tensor forward(at::Tensor x) { return x; }
@@ -124,8 +140,17 @@ TEST_CASE("trainer, fit, data and callback options") {
                "fit.log_every", "0", "a number >= 1");
   expect_error([&] { data::TensorBatches(ds, {.batch_size = 0}); }, "data.batch_size", "0",
                "a number >= 1");
-  expect_error([] { data::TensorBatches({torch::zeros({4, 2}), torch::zeros({3})}, {}); },
-               "data.targets", "3", "as many targets as inputs");
+  expect_error(
+      [] {
+        data::TensorBatches({torch::zeros({4, 2}), torch::zeros({3})}, {});
+      },
+      "data.targets", "3", "as many targets as inputs");
+  expect_error([] { callbacks::ProgressBar({.lines_per_epoch = 0}); },
+               "progress_bar.lines_per_epoch", "0", "a number >= 1");
+  expect_error([] { callbacks::ProgressBar({.width = -3}); }, "progress_bar.width", "-3",
+               "a number of columns >= 1");
+  expect_error([] { callbacks::CsvLogger({.path = "runs/"}); }, "csv_logger.path", "\"runs/\"",
+               "a file path");
   expect_error([] { callbacks::EarlyStopping({.patience = -1}); }, "early_stopping.patience", "-1",
                "a number of epochs >= 0");
   expect_error([] { callbacks::EarlyStopping({.min_delta = -1}); }, "early_stopping.min_delta",

@@ -1,8 +1,8 @@
 #pragma once
 // Helpers shared by the tests: reference data and tolerant comparisons.
 #include <doctest/doctest.h>
-#include <nlohmann/json.hpp>
 #include <torch/torch.h>
+#include <nlohmann/json.hpp>
 
 #include <cmath>
 #include <fstream>

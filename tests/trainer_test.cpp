@@ -44,7 +44,9 @@ struct PoisonedTask {
 struct Recorder {
   std::vector<std::string>* events;
   void on_fit_begin(TrainState&) { events->push_back("fit_begin"); }
-  void on_epoch_begin(TrainState& s) { events->push_back("epoch_begin " + std::to_string(s.epoch)); }
+  void on_epoch_begin(TrainState& s) {
+    events->push_back("epoch_begin " + std::to_string(s.epoch));
+  }
   void on_step_end(TrainState& s) { events->push_back("step " + std::to_string(s.step)); }
   void on_validation_end(TrainState&) { events->push_back("validation"); }
   void on_epoch_end(TrainState&) { events->push_back("epoch_end"); }
@@ -64,7 +66,8 @@ TEST_CASE("Every<4> at batch 16 equals batch 64 without accumulation, partial wi
       small, {.optim = {.lr = 0.1, .momentum = 0.9}});
   Trainer<optim::SGD, sched::Constant, precision::Fp32, accumulate::Steps> at_runtime(
       runtime, {.optim = {.lr = 0.1, .momentum = 0.9}, .accumulate = {.steps = 4}});
-  data::TensorBatches b64(ds, {.batch_size = 64, .seed = 5}), b16(ds, {.batch_size = 16, .seed = 5});
+  data::TensorBatches b64(ds, {.batch_size = 64, .seed = 5}),
+      b16(ds, {.batch_size = 16, .seed = 5});
   const auto r1 = reference.fit(task::Classification{}, b64, {.epochs = 3});
   const auto r2 = accumulated.fit(task::Classification{}, b16, {.epochs = 3});
   const auto r3 = at_runtime.fit(task::Classification{}, b16, {.epochs = 3});
@@ -139,7 +142,8 @@ TEST_CASE("clipping sees unscaled gradients: Fp16 loss scaling equals Fp32 exact
   scaled.fit(task::Classification{}, batches, {.epochs = 1}, NormProbe{&norms_b});
   REQUIRE(norms_a.size() == 4);
   CHECK(norms_a.front() > 0.05);  // clipping was active
-  for (size_t i = 0; i < norms_a.size(); ++i) CHECK(norms_b[i] == doctest::Approx(norms_a[i]).epsilon(1e-6));
+  for (size_t i = 0; i < norms_a.size(); ++i)
+    CHECK(norms_b[i] == doctest::Approx(norms_a[i]).epsilon(1e-6));
   CHECK(tk_test::max_param_rel_error(*a, *b) <= 1e-6);
 }
 
@@ -179,15 +183,15 @@ TEST_CASE("evaluate reports the mean loss and accuracy over samples") {
   data::TensorBatches val(data::TensorDataset{x, y}, {.batch_size = 2, .shuffle = false});
   const auto m = trainer.evaluate(task::Classification{}, val);
   CHECK(m.at("accuracy") == doctest::Approx(2.0 / 3.0));
-  const double expected =
-      torch::nn::functional::cross_entropy(x, y).item<double>();
+  const double expected = torch::nn::functional::cross_entropy(x, y).item<double>();
   CHECK(m.at("loss") == doctest::Approx(expected).epsilon(1e-6));
 }
 
 TEST_CASE("callbacks fire in order, stop requests end the fit, refs keep caller state") {
   const auto ds = regression_data(40);
   Trainer<optim::SGD> trainer(tk_test::seeded_mlp());
-  data::TensorBatches batches(ds, {.batch_size = 20}), val(ds, {.batch_size = 40, .shuffle = false});
+  data::TensorBatches batches(ds, {.batch_size = 20}),
+      val(ds, {.batch_size = 40, .shuffle = false});
   std::vector<std::string> events;
   struct StopAtThree {
     int calls = 0;
@@ -202,9 +206,9 @@ TEST_CASE("callbacks fire in order, stop requests end the fit, refs keep caller 
   CHECK(r.stopped);
   CHECK(r.stop_reason == "enough");
   CHECK(r.epochs == 2);
-  const std::vector<std::string> expected{"fit_begin",  "epoch_begin 0", "step 1", "step 2",
-                                          "validation", "epoch_end",     "epoch_begin 1",
-                                          "step 3",     "validation",    "epoch_end", "fit_end"};
+  const std::vector<std::string> expected{"fit_begin",  "epoch_begin 0", "step 1",        "step 2",
+                                          "validation", "epoch_end",     "epoch_begin 1", "step 3",
+                                          "validation", "epoch_end",     "fit_end"};
   CHECK(events == expected);
   CHECK(r.metrics.count("val_loss") == 1);
   CHECK(r.metrics.count("train_loss") == 1);

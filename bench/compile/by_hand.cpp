@@ -19,7 +19,8 @@ double train(const std::vector<Batch>& batches) {
   double last = 0.0;
   for (int epoch = 0; epoch < 2; ++epoch) {
     for (size_t i = 0; i < batches.size(); ++i) {
-      auto loss = torch::nn::functional::cross_entropy(net(batches[i].input), batches[i].target) / 2;
+      auto loss =
+          torch::nn::functional::cross_entropy(net(batches[i].input), batches[i].target) / 2;
       loss.backward();
       if (i % 2 == 1) {
         torch::nn::utils::clip_grad_norm_(net->parameters(), 1.0);

@@ -1,5 +1,5 @@
 #pragma once
 // Ready callbacks.
+#include "trainkit/callbacks/csv_logger.hpp"
 #include "trainkit/callbacks/early_stopping.hpp"
 #include "trainkit/callbacks/progress_bar.hpp"
-#include "trainkit/callbacks/csv_logger.hpp"

@@ -23,7 +23,9 @@ namespace trainkit {
 
 // ---- shared parts ----------------------------------------------------------
 template <class P>
-concept HasOptions = requires { typename P::Options; };
+concept HasOptions = requires {
+  typename P::Options;
+};
 template <class P>
 concept HasDefaultOptions = HasOptions<P> && std::default_initializable<typename P::Options>;
 
@@ -34,19 +36,25 @@ concept HasDefaultOptions = HasOptions<P> && std::default_initializable<typename
 //     void step();  double lr() const;  void set_lr(double);
 //   };
 template <class O>
-concept OptimizerConstructible = HasOptions<O> &&
-    std::constructible_from<O, FlatParams&, const typename O::Options&>;
+concept OptimizerConstructible =
+    HasOptions<O> && std::constructible_from<O, FlatParams&, const typename O::Options&>;
 template <class O>
-concept HasStep = requires(O& o) { o.step(); };
+concept HasStep = requires(O& o) {
+  o.step();
+};
 template <class O>
 concept HasLr = requires(const O& o) {
   { o.lr() } -> std::convertible_to<double>;
 };
 template <class O>
-concept HasSetLr = requires(O& o, double lr) { o.set_lr(lr); };
+concept HasSetLr = requires(O& o, double lr) {
+  o.set_lr(lr);
+};
 /// Optional: momentum (SGD) or beta1 (Adam) for schedules that cycle it.
 template <class O>
-concept HasSetMomentum = requires(O& o, double m) { o.set_momentum(m); };
+concept HasSetMomentum = requires(O& o, double m) {
+  o.set_momentum(m);
+};
 template <class O>
 concept OptimizerPolicy =
     HasDefaultOptions<O> && OptimizerConstructible<O> && HasStep<O> && HasLr<O> && HasSetLr<O>;
@@ -59,9 +67,12 @@ concept OptimizerPolicy =
 //     double lr_at(int64_t step) const;
 //   };
 template <class S>
-concept SchedulerConstructible = HasOptions<S> && std::constructible_from<S, const typename S::Options&>;
+concept SchedulerConstructible =
+    HasOptions<S> && std::constructible_from<S, const typename S::Options&>;
 template <class S>
-concept HasStart = requires(S& s, const sched::ScheduleContext& ctx) { s.start(ctx); };
+concept HasStart = requires(S& s, const sched::ScheduleContext& ctx) {
+  s.start(ctx);
+};
 template <class S>
 concept HasLrAt = requires(const S& s, int64_t step) {
   { s.lr_at(step) } -> std::convertible_to<double>;
@@ -72,7 +83,8 @@ concept HasMomentumAt = requires(const S& s, int64_t step) {
   { s.momentum_at(step) } -> std::same_as<std::optional<double>>;
 };
 template <class S>
-concept SchedulerPolicy = HasDefaultOptions<S> && SchedulerConstructible<S> && HasStart<S> && HasLrAt<S>;
+concept SchedulerPolicy =
+    HasDefaultOptions<S> && SchedulerConstructible<S> && HasStart<S> && HasLrAt<S>;
 
 // ---- precision: autocast around forward, (scaled) backward, guarded step ----
 //   struct MyPrecision {
@@ -88,18 +100,28 @@ namespace detail {
 inline void nothing() {}
 }  // namespace detail
 template <class P>
-concept PrecisionConstructible = HasOptions<P> &&
-    std::constructible_from<P, const typename P::Options&, torch::Device>;
+concept PrecisionConstructible =
+    HasOptions<P> && std::constructible_from<P, const typename P::Options&, torch::Device>;
 template <class P>
-concept HasAutocast = requires(const P& p) { p.autocast(); };
+concept HasAutocast = requires(const P& p) {
+  p.autocast();
+};
 template <class P>
-concept HasBackward = requires(P& p, const at::Tensor& loss) { p.backward(loss); };
+concept HasBackward = requires(P& p, const at::Tensor& loss) {
+  p.backward(loss);
+};
 template <class P>
-concept HasUnscale = requires(P& p, FlatParams& params) { p.unscale(params); };
+concept HasUnscale = requires(P& p, FlatParams& params) {
+  p.unscale(params);
+};
 template <class P>
-concept HasGuardedStep = requires(P& p) { p.step(detail::nothing); };
+concept HasGuardedStep = requires(P& p) {
+  p.step(detail::nothing);
+};
 template <class P>
-concept HasUpdate = requires(P& p) { p.update(); };
+concept HasUpdate = requires(P& p) {
+  p.update();
+};
 /// Optional: the loss scale, for logging.
 template <class P>
 concept HasLossScale = requires(const P& p) {
@@ -113,7 +135,8 @@ concept PrecisionPolicy = HasDefaultOptions<P> && PrecisionConstructible<P> && H
 //   struct MyAccumulate { struct Options {}; explicit MyAccumulate(const Options&);
 //                         int64_t steps() const; };
 template <class A>
-concept AccumulateConstructible = HasOptions<A> && std::constructible_from<A, const typename A::Options&>;
+concept AccumulateConstructible =
+    HasOptions<A> && std::constructible_from<A, const typename A::Options&>;
 template <class A>
 concept HasSteps = requires(const A& a) {
   { a.steps() } -> std::convertible_to<int64_t>;
@@ -127,7 +150,9 @@ concept AccumulatePolicy = HasDefaultOptions<A> && AccumulateConstructible<A> &&
 template <class C>
 concept ClipConstructible = HasOptions<C> && std::constructible_from<C, const typename C::Options&>;
 template <class C>
-concept HasClip = requires(C& c, FlatParams& params) { c.clip(params); };
+concept HasClip = requires(C& c, FlatParams& params) {
+  c.clip(params);
+};
 /// Optional: the pre-clip total norm (a device tensor).
 template <class C>
 concept HasLastNorm = requires(const C& c) {
@@ -143,17 +168,24 @@ concept ClipPolicy = HasDefaultOptions<C> && ClipConstructible<C> && HasClip<C>;
 //     Scope defer_sync() const;  void finish_sync(FlatParams&);  bool is_main() const;
 //   };
 template <class P>
-concept ParallelConstructible = HasOptions<P> && std::constructible_from<P, const typename P::Options&>;
+concept ParallelConstructible =
+    HasOptions<P> && std::constructible_from<P, const typename P::Options&>;
 template <class P>
 concept HasDevice = requires(const P& p) {
   { p.device() } -> std::convertible_to<torch::Device>;
 };
 template <class P>
-concept HasPrepare = requires(P& p, torch::nn::Module& m) { p.prepare(m); };
+concept HasPrepare = requires(P& p, torch::nn::Module& m) {
+  p.prepare(m);
+};
 template <class P>
-concept HasDeferSync = requires(const P& p) { p.defer_sync(); };
+concept HasDeferSync = requires(const P& p) {
+  p.defer_sync();
+};
 template <class P>
-concept HasFinishSync = requires(P& p, FlatParams& params) { p.finish_sync(params); };
+concept HasFinishSync = requires(P& p, FlatParams& params) {
+  p.finish_sync(params);
+};
 template <class P>
 concept HasIsMain = requires(const P& p) {
   { p.is_main() } -> std::convertible_to<bool>;
@@ -179,31 +211,30 @@ template <class T, class Probe>
 struct Mix : T, Probe {};
 }  // namespace detail::hooks
 
-#define TRAINKIT_HOOK(name, Pascal)                                                        \
-  namespace detail::hooks {                                                                \
-  struct Probe_##name {                                                                    \
-    void name();                                                                           \
-  };                                                                                       \
-  }                                                                                        \
-  template <class T>                                                                       \
-  concept Names##Pascal =                                                                  \
-      std::is_class_v<T> && (std::is_final_v<T> ? requires { &T::name; }                   \
-                                                : !requires {                              \
-                                                    &detail::hooks::Mix<                   \
-                                                        T, detail::hooks::Probe_##name>::name; \
-                                                  });                                      \
-  template <class T>                                                                       \
-  concept Has##Pascal = requires(T& t, TrainState& s) { t.name(s); };                      \
-  struct Pascal {                                                                          \
-    static constexpr const char* name_ = #name;                                            \
-    template <class T>                                                                     \
-    static void call(T& t, TrainState& s) {                                                \
-      if constexpr (Has##Pascal<T>) t.name(s);                                             \
-    }                                                                                      \
-    template <class T>                                                                     \
-    static constexpr bool named = Names##Pascal<T>;                                        \
-    template <class T>                                                                     \
-    static constexpr bool callable = Has##Pascal<T>;                                       \
+#define TRAINKIT_HOOK(name, Pascal)                                                    \
+  namespace detail::hooks {                                                            \
+  struct Probe_##name {                                                                \
+    void name();                                                                       \
+  };                                                                                   \
+  }                                                                                    \
+  template <class T>                                                                   \
+  concept Names##Pascal =                                                              \
+      std::is_class_v<T> && (std::is_final_v<T> ? requires { &T::name; } : !requires { \
+        &detail::hooks::Mix<T, detail::hooks::Probe_##name>::name;                     \
+      });                                                                              \
+  template <class T>                                                                   \
+  concept Has##Pascal = requires(T & t, TrainState & s) {                              \
+    t.name(s);                                                                         \
+  };                                                                                   \
+  struct Pascal {                                                                      \
+    template <class T>                                                                 \
+    static void call(T& t, TrainState& s) {                                            \
+      if constexpr (Has##Pascal<T>) t.name(s);                                         \
+    }                                                                                  \
+    template <class T>                                                                 \
+    static constexpr bool named = Names##Pascal<T>;                                    \
+    template <class T>                                                                 \
+    static constexpr bool callable = Has##Pascal<T>;                                   \
   };
 
 TRAINKIT_HOOK(on_fit_begin, OnFitBegin)
@@ -223,9 +254,9 @@ template <class C, class Hook>
 concept HookWellFormed = !Hook::template named<C> || Hook::template callable<C>;
 
 template <class C>
-concept TrainerCallback = NamesAnyHook<C> && HookWellFormed<C, OnFitBegin> &&
-    HookWellFormed<C, OnEpochBegin> && HookWellFormed<C, OnStepEnd> &&
-    HookWellFormed<C, OnValidationEnd> && HookWellFormed<C, OnEpochEnd> &&
-    HookWellFormed<C, OnFitEnd> && HookWellFormed<C, OnException>;
+concept TrainerCallback =
+    NamesAnyHook<C> && HookWellFormed<C, OnFitBegin> && HookWellFormed<C, OnEpochBegin> &&
+    HookWellFormed<C, OnStepEnd> && HookWellFormed<C, OnValidationEnd> &&
+    HookWellFormed<C, OnEpochEnd> && HookWellFormed<C, OnFitEnd> && HookWellFormed<C, OnException>;
 
 }  // namespace trainkit

@@ -12,7 +12,8 @@ namespace optim {
 class SGD;
 class Adam;
 class AdamW;
-template <class TorchOptimizer> class Wrap;
+template <class TorchOptimizer>
+class Wrap;
 }  // namespace optim
 namespace sched {
 class Constant;
@@ -32,7 +33,8 @@ class GradScaler;
 }  // namespace precision
 namespace accumulate {
 struct None;
-template <int64_t N> struct Every;
+template <int64_t N>
+struct Every;
 class Steps;
 }  // namespace accumulate
 namespace clip {

@@ -1,6 +1,6 @@
 #pragma once
 // Optimizer policies: flat SGD, Adam, AdamW and a wrapper for torch::optim.
-#include "trainkit/optim/sgd.hpp"
 #include "trainkit/optim/adam.hpp"
 #include "trainkit/optim/adamw.hpp"
+#include "trainkit/optim/sgd.hpp"
 #include "trainkit/optim/wrap.hpp"

@@ -18,10 +18,10 @@ namespace trainkit {
 
 /// One contiguous buffer of parameters that share a device and dtype.
 struct FlatGroup {
-  at::Tensor data;                  ///< all parameters, back to back
-  at::Tensor grad;                  ///< their gradients, same layout
-  std::vector<at::Tensor> params;   ///< the model's parameters (views of `data`)
-  std::vector<int64_t> offsets;     ///< start of each parameter in `data`
+  at::Tensor data;                 ///< all parameters, back to back
+  at::Tensor grad;                 ///< their gradients, same layout
+  std::vector<at::Tensor> params;  ///< the model's parameters (views of `data`)
+  std::vector<int64_t> offsets;    ///< start of each parameter in `data`
 
   int64_t numel() const { return data.numel(); }
 };

@@ -15,19 +15,19 @@ namespace trainkit {
 
 class TrainState {
  public:
-  int64_t epoch = 0;              ///< current epoch, from 0
-  int64_t epochs = 0;             ///< epochs in this fit
-  int64_t step = 0;               ///< optimizer steps taken so far
-  int64_t batch = 0;              ///< micro-batches seen in this epoch
-  int64_t batches_per_epoch = -1; ///< -1 when the data has no size()
+  int64_t epoch = 0;               ///< current epoch, from 0
+  int64_t epochs = 0;              ///< epochs in this fit
+  int64_t step = 0;                ///< optimizer steps taken so far
+  int64_t batch = 0;               ///< micro-batches seen in this epoch
+  int64_t batches_per_epoch = -1;  ///< -1 when the data has no size()
   int64_t steps_per_epoch = -1;
   int64_t total_steps = -1;
   int64_t log_every = 10;
-  int64_t samples_seen = 0;       ///< training samples since fit began
-  double lr = 0.0;                ///< learning rate of the next step
+  int64_t samples_seen = 0;  ///< training samples since fit began
+  double lr = 0.0;           ///< learning rate of the next step
   /// Epoch-level metrics: train_loss, val_loss, val_<metric>, ...
   std::map<std::string, double> metrics;
-  std::exception_ptr exception;   ///< set before on_exception
+  std::exception_ptr exception;  ///< set before on_exception
 
   explicit TrainState(torch::nn::Module& model) : model_(&model) {}
 

@@ -22,20 +22,19 @@ class ModelRef {
   ModelRef() = default;
   /// From a module holder (`MyNet net;`, see TORCH_MODULE).
   template <class Holder>
-    requires requires(Holder h, at::Tensor x) {
-      { h.ptr() } -> std::convertible_to<std::shared_ptr<torch::nn::Module>>;
-      { h->forward(x) } -> std::convertible_to<at::Tensor>;
-    }
+  requires requires(Holder h, at::Tensor x) {
+    { h.ptr() } -> std::convertible_to<std::shared_ptr<torch::nn::Module>>;
+    { h->forward(x) } -> std::convertible_to<at::Tensor>;
+  }
   explicit ModelRef(Holder holder)
       : module_(holder.ptr()),
         forward_([impl = holder.ptr()](const at::Tensor& x) { return impl->forward(x); }) {}
 
   /// From a shared_ptr to a module with forward(Tensor).
   template <class Impl>
-    requires std::derived_from<Impl, torch::nn::Module> &&
-             requires(Impl& m, at::Tensor x) {
-               { m.forward(x) } -> std::convertible_to<at::Tensor>;
-             }
+  requires std::derived_from<Impl, torch::nn::Module> && requires(Impl& m, at::Tensor x) {
+    { m.forward(x) } -> std::convertible_to<at::Tensor>;
+  }
   explicit ModelRef(std::shared_ptr<Impl> impl)
       : module_(impl), forward_([impl](const at::Tensor& x) { return impl->forward(x); }) {}
 
@@ -50,7 +49,7 @@ class ModelRef {
 
 /// What a task returns for one batch.
 struct StepOutput {
-  at::Tensor loss;  ///< scalar mean over the batch (with its graph when training)
+  at::Tensor loss{};  ///< scalar mean over the batch (with its graph when training)
   int64_t batch_size = 0;
   /// Batch means of extra metrics (e.g. accuracy), usually only when evaluating.
   std::vector<std::pair<std::string, at::Tensor>> metrics{};
@@ -64,8 +63,7 @@ struct Classification {
     const auto logits = model(batch.input);
     StepOutput out{torch::nn::functional::cross_entropy(logits, batch.target), batch.size()};
     if (!at::GradMode::is_enabled()) {
-      out.metrics.emplace_back("accuracy",
-                               logits.argmax(1).eq(batch.target).to(at::kFloat).mean());
+      out.metrics.emplace_back("accuracy", logits.argmax(1).eq(batch.target).to(at::kFloat).mean());
     }
     return out;
   }

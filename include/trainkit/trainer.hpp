@@ -62,7 +62,7 @@ struct FitResult {
   int64_t steps = 0;   ///< optimizer steps taken
   bool stopped = false;
   std::string stop_reason;
-  Metrics metrics;     ///< the last epoch's metrics
+  Metrics metrics;  ///< the last epoch's metrics
 };
 
 template <class Optimizer = optim::AdamW, class Scheduler = sched::Constant,

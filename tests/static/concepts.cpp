@@ -24,8 +24,8 @@ static_assert(ClipPolicy<clip::None> && ClipPolicy<clip::Norm> && ClipPolicy<cli
 static_assert(HasLastNorm<clip::Norm> && !HasLastNorm<clip::Value>);
 static_assert(ParallelPolicy<parallel::Single>);
 static_assert(Task<task::Classification> && Task<task::Regression>);
-static_assert(TrainerCallback<callbacks::EarlyStopping> && TrainerCallback<callbacks::ProgressBar> &&
-              TrainerCallback<callbacks::CsvLogger>);
+static_assert(TrainerCallback<callbacks::EarlyStopping> &&
+              TrainerCallback<callbacks::ProgressBar> && TrainerCallback<callbacks::CsvLogger>);
 
 namespace near_misses {
 struct NoStep {
@@ -63,7 +63,8 @@ struct Unrelated {
 };
 static_assert(TrainerCallback<GoodHook> && TrainerCallback<ConstStateHook>);
 // named like a hook but not callable as one: detected, then rejected
-static_assert(NamesOnStepEnd<WrongArity> && !HasOnStepEnd<WrongArity> && !TrainerCallback<WrongArity>);
+static_assert(NamesOnStepEnd<WrongArity> && !HasOnStepEnd<WrongArity> &&
+              !TrainerCallback<WrongArity>);
 static_assert(NamesOnFitEnd<TemplateHook> && !TrainerCallback<TemplateHook>);
 static_assert(NamesOnEpochBegin<DataMember> && !TrainerCallback<DataMember>);
 static_assert(!NamesAnyHook<Unrelated> && !TrainerCallback<Unrelated>);

@@ -7,8 +7,9 @@ namespace trainkit::accumulate {
 
 template <int64_t N>
 struct Every {
-  static_assert(N >= 1, "accumulate::Every<N>: N is the number of micro-batches per step; "
-                        "it must be >= 1");
+  static_assert(N >= 1,
+                "accumulate::Every<N>: N is the number of micro-batches per step; "
+                "it must be >= 1");
   struct Options {};
   Every() : Every(Options{}) {}
   explicit Every(const Options&) {}

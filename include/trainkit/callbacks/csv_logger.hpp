@@ -21,7 +21,11 @@ class CsvLogger {
     std::filesystem::path path = "train_log.csv";
   };
   CsvLogger() : CsvLogger(Options{}) {}
-  explicit CsvLogger(Options o) : options_(std::move(o)) {}
+  explicit CsvLogger(Options o) : options_(std::move(o)) {
+    detail::require_option(!options_.path.empty() && options_.path.has_filename(),
+                           "csv_logger.path", options_.path.string(),
+                           "a file path such as \"runs/a/log.csv\"");
+  }
 
   void on_fit_begin(TrainState& state) {
     if (!state.is_main_process()) return;

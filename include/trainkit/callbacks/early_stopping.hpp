@@ -50,8 +50,8 @@ class EarlyStopping {
                                  "a metric logged at epoch end:" + available.str());
     }
     const double value = it->second;
-    const bool improved = maximize_ ? value > best_ + options_.min_delta
-                                    : value < best_ - options_.min_delta;
+    const bool improved =
+        maximize_ ? value > best_ + options_.min_delta : value < best_ - options_.min_delta;
     if (improved) {
       best_ = value;
       best_epoch_ = state.epoch;

@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 
+#include "trainkit/error.hpp"
 #include "trainkit/state.hpp"
 
 namespace trainkit::callbacks {
@@ -17,13 +18,17 @@ namespace trainkit::callbacks {
 class ProgressBar {
  public:
   struct Options {
-    std::optional<bool> tty;     ///< default: whether stderr is a terminal
-    int64_t lines_per_epoch = 4; ///< plain mode: progress lines per epoch
+    std::optional<bool> tty{};    ///< default: whether stderr is a terminal
+    int64_t lines_per_epoch = 4;  ///< plain mode: progress lines per epoch
     int width = 30;
   };
   ProgressBar() : ProgressBar(Options{}) {}
   explicit ProgressBar(const Options& o)
-      : options_(o), tty_(o.tty.value_or(::isatty(STDERR_FILENO) != 0)) {}
+      : options_(o), tty_(o.tty.value_or(::isatty(STDERR_FILENO) != 0)) {
+    detail::require_option(o.lines_per_epoch >= 1, "progress_bar.lines_per_epoch",
+                           o.lines_per_epoch, "a number >= 1");
+    detail::require_option(o.width >= 1, "progress_bar.width", o.width, "a number of columns >= 1");
+  }
 
   void on_fit_begin(TrainState&) { fit_start_ = clock::now(); }
 
@@ -38,8 +43,7 @@ class ProgressBar {
     const int64_t done = state.step - epoch_first_step_, total = state.steps_per_epoch;
     if (tty_) {
       if (state.should_log() || done == total) draw(state, done, total);
-    } else if (total > 0 && done * options_.lines_per_epoch >= next_line_ * total &&
-               done < total) {
+    } else if (total > 0 && done * options_.lines_per_epoch >= next_line_ * total && done < total) {
       ++next_line_;
       std::fprintf(stderr, "epoch %lld/%lld  step %lld/%lld  loss %.4f  lr %.3g  %.1f steps/s\n",
                    (long long)state.epoch + 1, (long long)state.epochs, (long long)done,
@@ -82,15 +86,16 @@ class ProgressBar {
     std::string bar;
     if (total > 0) {
       const auto width = static_cast<size_t>(std::max(options_.width, 1));
-      const auto filled = std::min(width, static_cast<size_t>(double(width) * double(done) / double(total)));
+      const auto filled =
+          std::min(width, static_cast<size_t>(double(width) * double(done) / double(total)));
       bar.reserve(width + 3);
       bar.push_back('[');
       bar.append(filled, '#').append(width - filled, '.').append("] ");
     }
     const double eta = (total > 0 && r > 0) ? double(total - done) / r : 0.0;
     std::fprintf(stderr, "\r\033[Kepoch %lld/%lld %s%lld/%lld  %.1f steps/s  loss %.4f  lr %.3g",
-                 (long long)state.epoch + 1, (long long)state.epochs, bar.c_str(),
-                 (long long)done, (long long)total, r, state.loss(), state.lr);
+                 (long long)state.epoch + 1, (long long)state.epochs, bar.c_str(), (long long)done,
+                 (long long)total, r, state.loss(), state.lr);
     if (const auto norm = state.grad_norm()) std::fprintf(stderr, "  |g| %.3g", *norm);
     if (const auto scale = state.loss_scale()) std::fprintf(stderr, "  scale %.0f", *scale);
     std::fprintf(stderr, "  ETA %d:%02d", int(eta) / 60, int(eta) % 60);

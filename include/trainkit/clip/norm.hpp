@@ -14,15 +14,14 @@
 namespace trainkit::clip {
 
 /// Total p-norm of all gradients, as a 0-dim float tensor on their device.
-inline at::Tensor total_grad_norm(FlatParams& params, double norm_type,
-                                  int64_t chunk = 4096) {
+inline at::Tensor total_grad_norm(FlatParams& params, double norm_type, int64_t chunk = 4096) {
   torch::NoGradGuard no_grad;
   std::vector<at::Tensor> parts;
   for (auto& g : params.groups()) {
     const int64_t n = g.grad.numel(), full = n / chunk * chunk;
     if (full > 0) {
-      parts.push_back(at::linalg_vector_norm(g.grad.narrow(0, 0, full).view({-1, chunk}),
-                                             norm_type, {1}, false, at::kFloat));
+      parts.push_back(at::linalg_vector_norm(g.grad.narrow(0, 0, full).view({-1, chunk}), norm_type,
+                                             {1}, false, at::kFloat));
     }
     if (n > full) {
       parts.push_back(

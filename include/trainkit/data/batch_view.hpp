@@ -13,10 +13,9 @@ class BatchView {
  public:
   BatchView() = default;
   template <class Range>
-    requires(!std::is_same_v<std::remove_cvref_t<Range>, BatchView>) &&
-            requires(const Range& r) {
-              { *std::ranges::begin(r) } -> std::convertible_to<Batch>;
-            }
+  requires(!std::is_same_v<std::remove_cvref_t<Range>, BatchView>) && requires(const Range& r) {
+    { *std::ranges::begin(r) } -> std::convertible_to<Batch>;
+  }
   BatchView(const Range& range)  // NOLINT(google-explicit-constructor): designated init
       : for_each_([&range](const std::function<void(const Batch&)>& f) {
           for (const auto& b : range) f(b);

@@ -33,8 +33,8 @@ class AdamFamily {
 
   void step() {
     ++steps_;
-    const AdamHyper h{options_.lr,           options_.beta1,    options_.beta2, options_.eps,
-                      options_.weight_decay, Decoupled,         options_.amsgrad, steps_};
+    const AdamHyper h{options_.lr,           options_.beta1, options_.beta2,   options_.eps,
+                      options_.weight_decay, Decoupled,      options_.amsgrad, steps_};
     const auto groups = params_->groups();
     for (size_t i = 0; i < groups.size(); ++i) {
       adam_step(groups[i].data, groups[i].grad, exp_avg_[i], exp_avg_sq_[i], max_exp_avg_sq_[i],

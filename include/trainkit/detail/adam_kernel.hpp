@@ -19,7 +19,7 @@ struct AdamHyper {
   double lr, beta1, beta2, eps, weight_decay;
   bool decoupled;  ///< AdamW: decay the weights, not the gradient
   bool amsgrad;
-  int64_t step;    ///< 1 on the first step
+  int64_t step;  ///< 1 on the first step
 };
 
 /// Per-element scalars, rounded to float the way ATen rounds Scalar arguments.
@@ -50,8 +50,10 @@ inline void adam_scalar(const AdamArrays& a, int64_t begin, int64_t end, const A
   const bool grad_wd = !h.decoupled && h.weight_decay != 0.0;
   for (int64_t i = begin; i < end; ++i) {
     float p = a.p[i], g = a.g[i];
-    if (h.decoupled) p = p * s.decay;
-    else if (grad_wd) g = std::fma(s.wd, p, g);
+    if (h.decoupled)
+      p = p * s.decay;
+    else if (grad_wd)
+      g = std::fma(s.wd, p, g);
     const float m = std::fma(s.one_minus_b1, g, a.m[i] * s.b1);
     float v = std::fma(s.one_minus_b2 * g, g, a.v[i] * s.b2);
     a.m[i] = m;
@@ -77,11 +79,13 @@ TRAINKIT_TARGET_AVX2_FMA inline void adam_avx2(const AdamArrays& a, int64_t begi
   int64_t i = begin;
   for (; i + 8 <= end; i += 8) {
     __m256 p = _mm256_loadu_ps(a.p + i), g = _mm256_loadu_ps(a.g + i);
-    if (h.decoupled) p = _mm256_mul_ps(p, decay);
-    else if (grad_wd) g = _mm256_fmadd_ps(wd, p, g);
+    if (h.decoupled)
+      p = _mm256_mul_ps(p, decay);
+    else if (grad_wd)
+      g = _mm256_fmadd_ps(wd, p, g);
     const __m256 m = _mm256_fmadd_ps(omb1, g, _mm256_mul_ps(_mm256_loadu_ps(a.m + i), b1));
-    __m256 v = _mm256_fmadd_ps(_mm256_mul_ps(omb2, g), g,
-                               _mm256_mul_ps(_mm256_loadu_ps(a.v + i), b2));
+    __m256 v =
+        _mm256_fmadd_ps(_mm256_mul_ps(omb2, g), g, _mm256_mul_ps(_mm256_loadu_ps(a.v + i), b2));
     _mm256_storeu_ps(a.m + i, m);
     _mm256_storeu_ps(a.v + i, v);
     if (h.amsgrad) {

@@ -26,11 +26,20 @@ class LossMeter {
     if (loss.is_cpu() && loss.numel() == 1) {
       const void* p = loss.data_ptr();
       switch (loss.scalar_type()) {
-        case at::kFloat: host_sum_ += *static_cast<const float*>(p); return;
-        case at::kDouble: host_sum_ += *static_cast<const double*>(p); return;
-        case at::kBFloat16: host_sum_ += float(*static_cast<const c10::BFloat16*>(p)); return;
-        case at::kHalf: host_sum_ += float(*static_cast<const c10::Half*>(p)); return;
-        default: break;
+        case at::kFloat:
+          host_sum_ += *static_cast<const float*>(p);
+          return;
+        case at::kDouble:
+          host_sum_ += *static_cast<const double*>(p);
+          return;
+        case at::kBFloat16:
+          host_sum_ += float(*static_cast<const c10::BFloat16*>(p));
+          return;
+        case at::kHalf:
+          host_sum_ += float(*static_cast<const c10::Half*>(p));
+          return;
+        default:
+          break;
       }
     }
     torch::NoGradGuard no_grad;

@@ -90,8 +90,10 @@ inline void sgd_step(at::Tensor& param, const at::Tensor& grad, at::Tensor& buf,
   if (h.maximize) g = at::neg_out(scratch, grad);
   if (h.weight_decay != 0.0) g = at::add_out(scratch, g, param, h.weight_decay);
   if (has_momentum) {
-    if (h.first_step) buf.copy_(g);
-    else buf.mul_(h.momentum).add_(g, 1.0 - h.dampening);
+    if (h.first_step)
+      buf.copy_(g);
+    else
+      buf.mul_(h.momentum).add_(g, 1.0 - h.dampening);
     g = h.nesterov ? at::add_out(scratch, g, buf, h.momentum) : buf;
   }
   param.add_(g, -h.lr);

@@ -12,14 +12,26 @@
 namespace trainkit::optim {
 
 namespace detail {
-template <class O> struct torch_options;
-template <> struct torch_options<torch::optim::SGD> { using type = torch::optim::SGDOptions; };
-template <> struct torch_options<torch::optim::Adam> { using type = torch::optim::AdamOptions; };
-template <> struct torch_options<torch::optim::AdamW> { using type = torch::optim::AdamWOptions; };
-template <> struct torch_options<torch::optim::Adagrad> {
+template <class O>
+struct torch_options;
+template <>
+struct torch_options<torch::optim::SGD> {
+  using type = torch::optim::SGDOptions;
+};
+template <>
+struct torch_options<torch::optim::Adam> {
+  using type = torch::optim::AdamOptions;
+};
+template <>
+struct torch_options<torch::optim::AdamW> {
+  using type = torch::optim::AdamWOptions;
+};
+template <>
+struct torch_options<torch::optim::Adagrad> {
   using type = torch::optim::AdagradOptions;
 };
-template <> struct torch_options<torch::optim::RMSprop> {
+template <>
+struct torch_options<torch::optim::RMSprop> {
   using type = torch::optim::RMSpropOptions;
 };
 }  // namespace detail

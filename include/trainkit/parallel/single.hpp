@@ -14,7 +14,7 @@ namespace trainkit::parallel {
 class Single {
  public:
   struct Options {
-    std::optional<torch::Device> device;
+    std::optional<torch::Device> device{};
   };
   Single() : Single(Options{}) {}
   explicit Single(const Options& o)

@@ -4,24 +4,17 @@
 #include <torch/types.h>
 
 #include "trainkit/detail/compat.hpp"
-#include "trainkit/params.hpp"
+#include "trainkit/precision/unscaled.hpp"
 
 namespace trainkit::precision {
 
-class Bf16 {
+class Bf16 : public Unscaled {
  public:
   struct Options {};
   Bf16() : Bf16(Options{}) {}
   explicit Bf16(const Options&, torch::Device device = torch::kCPU) : device_(device.type()) {}
 
   trainkit::detail::AutocastScope autocast() const { return {device_, at::kBFloat16}; }
-  void backward(const at::Tensor& loss) { loss.backward(); }
-  void unscale(FlatParams&) {}
-  template <class StepFn>
-  void step(StepFn&& optimizer_step) {
-    optimizer_step();
-  }
-  void update() {}
 
  private:
   c10::DeviceType device_;

@@ -3,24 +3,17 @@
 #include <torch/types.h>
 
 #include "trainkit/detail/scope.hpp"
-#include "trainkit/params.hpp"
+#include "trainkit/precision/unscaled.hpp"
 
 namespace trainkit::precision {
 
-class Fp32 {
+class Fp32 : public Unscaled {
  public:
   struct Options {};
   Fp32() : Fp32(Options{}) {}
   explicit Fp32(const Options&, torch::Device = torch::kCPU) {}
 
   detail::NoScope autocast() const { return {}; }
-  void backward(const at::Tensor& loss) { loss.backward(); }
-  void unscale(FlatParams&) {}
-  template <class StepFn>
-  void step(StepFn&& optimizer_step) {
-    optimizer_step();
-  }
-  void update() {}
 };
 
 }  // namespace trainkit::precision

@@ -27,7 +27,8 @@ class Cosine {
   }
   double lr_at(int64_t step) const {
     const double e = options_.eta_min;
-    return e + (base_ - e) * (1.0 + std::cos(std::numbers::pi * double(step) / double(t_max_))) / 2.0;
+    return e +
+           (base_ - e) * (1.0 + std::cos(std::numbers::pi * double(step) / double(t_max_))) / 2.0;
   }
 
  private:

@@ -12,7 +12,7 @@ namespace trainkit::sched {
 class MultiStep {
  public:
   struct Options {
-    std::vector<int64_t> milestones;
+    std::vector<int64_t> milestones{};
     double gamma = 0.1;
   };
   MultiStep() : MultiStep(Options{}) {}

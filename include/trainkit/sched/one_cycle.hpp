@@ -16,8 +16,8 @@ class OneCycle {
  public:
   enum class Anneal { Cos, Linear };
   struct Options {
-    double max_lr = 0.0;       ///< 0: the optimizer's lr
-    int64_t total_steps = 0;   ///< 0: the whole run
+    double max_lr = 0.0;      ///< 0: the optimizer's lr
+    int64_t total_steps = 0;  ///< 0: the whole run
     double pct_start = 0.3;
     Anneal anneal = Anneal::Cos;
     double div_factor = 25.0;
@@ -54,7 +54,8 @@ class OneCycle {
                  {2.0 * pct - 2.0, max_lr, initial, lo, hi},
                  {double(total_) - 1.0, initial, min_lr, hi, hi}};
     } else {
-      phases_ = {{pct - 1.0, initial, max_lr, hi, lo}, {double(total_) - 1.0, max_lr, min_lr, lo, hi}};
+      phases_ = {{pct - 1.0, initial, max_lr, hi, lo},
+                 {double(total_) - 1.0, max_lr, min_lr, lo, hi}};
     }
   }
 

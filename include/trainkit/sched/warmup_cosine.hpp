@@ -34,7 +34,8 @@ class WarmupCosine {
   double lr_at(int64_t step) const {
     const int64_t w = options_.warmup_steps;
     if (step < w) {
-      return base_ * (options_.start_factor + (1.0 - options_.start_factor) * double(step) / double(w));
+      return base_ *
+             (options_.start_factor + (1.0 - options_.start_factor) * double(step) / double(w));
     }
     const double e = options_.eta_min;
     const double t = double(step - w) / double(total_ - w);
