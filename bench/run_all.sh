@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build/bench}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
-echo "# $(uname -m), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
+echo "# $(uname -m), $(nproc --all) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
 echo "# OMP_NUM_THREADS=$OMP_NUM_THREADS, BLAS: $(readlink -f /usr/lib/x86_64-linux-gnu/libblas.so.3 2>/dev/null || echo unknown)"
 "$BUILD/bench/bench_optim"
 "$BUILD/bench/bench_clip"
