@@ -36,13 +36,16 @@ struct torch_options<torch::optim::RMSprop> {
 };
 }  // namespace detail
 
-template <class TorchOptimizer>
+/// `TorchOptions` is found for LibTorch's own optimizers; name it for others
+/// (`Wrap<MyTorchOptimizer, MyTorchOptimizerOptions>`).
+template <class TorchOptimizer,
+          class TorchOptionsT = typename detail::torch_options<TorchOptimizer>::type>
 class Wrap {
   static_assert(std::is_base_of_v<torch::optim::Optimizer, TorchOptimizer>,
                 "optim::Wrap<O>: O must derive from torch::optim::Optimizer");
 
  public:
-  using TorchOptions = typename detail::torch_options<TorchOptimizer>::type;
+  using TorchOptions = TorchOptionsT;
   struct Options {
     TorchOptions torch = TorchOptions(1e-3);
   };
