@@ -12,7 +12,7 @@ namespace optim {
 class SGD;
 class Adam;
 class AdamW;
-template <class TorchOptimizer>
+template <class TorchOptimizer, class TorchOptions>
 class Wrap;
 }  // namespace optim
 namespace sched {
