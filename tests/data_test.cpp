@@ -1,5 +1,6 @@
 // In-memory batches (order a function of seed and epoch only), the glyph
 // dataset, and the MNIST IDX reader with its errors.
+#include <zlib.h>
 #include <trainkit/data.hpp>
 
 #include <filesystem>
@@ -87,8 +88,87 @@ TEST_CASE("MNIST IDX reader: round trip and errors that name the file") {
   write_idx(dir / "t10k-labels-idx1-ubyte", 0x801, {3}, {7, 0, 9});
   write_idx(dir / "t10k-images-idx3-ubyte", 0x803, {3, 28, 28}, pixels, 1000);
   CHECK_THROWS_WITH_AS(data::read_mnist(dir, false),
-                       doctest::Contains("t10k-images-idx3-ubyte: truncated"), Error);
-  CHECK_THROWS_WITH_AS(data::read_mnist(dir, true), doctest::Contains("cannot open MNIST file"),
+                       doctest::Contains("t10k-images-idx3-ubyte: truncated or oversized"), Error);
+  CHECK_THROWS_WITH_AS(data::read_mnist(dir, true), doctest::Contains("cannot open"), Error);
+  std::filesystem::remove_all(dir);
+}
+
+namespace {
+std::vector<uint8_t> cifar_records(int64_t n, size_t label_bytes, uint8_t classes) {
+  std::vector<uint8_t> out;
+  for (int64_t i = 0; i < n; ++i) {
+    for (size_t l = 0; l < label_bytes; ++l) out.push_back(uint8_t((i + l) % classes));
+    for (int p = 0; p < 3072; ++p) out.push_back(uint8_t((i * 7 + p) % 256));
+  }
+  return out;
+}
+void write_bytes(const std::filesystem::path& file, const std::vector<uint8_t>& bytes) {
+  std::ofstream(file, std::ios::binary)
+      .write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
+}
+}  // namespace
+
+TEST_CASE("CIFAR-10 and CIFAR-100 readers: round trip and errors that name the file") {
+  const auto dir = std::filesystem::temp_directory_path() / "trainkit_cifar_test";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  for (int i = 1; i <= 5; ++i) {
+    write_bytes(dir / ("data_batch_" + std::to_string(i) + ".bin"), cifar_records(3, 1, 10));
+  }
+  write_bytes(dir / "test_batch.bin", cifar_records(4, 1, 10));
+  const auto train = data::read_cifar10(dir, true), test = data::read_cifar10(dir, false);
+  CHECK(train.inputs.sizes() == std::vector<int64_t>{15, 3, 32, 32});
+  CHECK((train.inputs.scalar_type() == at::kByte));
+  CHECK(torch::equal(test.targets, torch::tensor({0, 1, 2, 3}, at::kLong)));
+  CHECK(test.inputs[1][0][0][5].item<int64_t>() == (1 * 7 + 5) % 256);
+  CHECK(test.inputs[1][2][31][31].item<int64_t>() == (1 * 7 + 3071) % 256);
+
+  write_bytes(dir / "train.bin", cifar_records(5, 2, 20));
+  const auto coarse = data::read_cifar100(dir, true, /*fine=*/false);
+  const auto fine = data::read_cifar100(dir, true, /*fine=*/true);
+  CHECK(torch::equal(coarse.targets, torch::tensor({0, 1, 2, 3, 4}, at::kLong)));
+  CHECK(torch::equal(fine.targets, torch::tensor({1, 2, 3, 4, 5}, at::kLong)));
+
+  auto cut = cifar_records(4, 1, 10);
+  cut.resize(cut.size() - 10);
+  write_bytes(dir / "test_batch.bin", cut);
+  CHECK_THROWS_WITH_AS(data::read_cifar10(dir, false),
+                       doctest::Contains("test_batch.bin: 12282 bytes is not a whole number of "
+                                         "3073-byte CIFAR records"),
                        Error);
+  auto bad_label = cifar_records(2, 1, 10);
+  bad_label[3073] = 42;
+  write_bytes(dir / "test_batch.bin", bad_label);
+  CHECK_THROWS_WITH_AS(data::read_cifar10(dir, false),
+                       doctest::Contains("test_batch.bin: record 1 has label 42, expected < 10"),
+                       Error);
+  std::filesystem::remove(dir / "test_batch.bin");
+  CHECK_THROWS_WITH_AS(data::read_cifar10(dir, false), doctest::Contains("cannot open"), Error);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("gzipped IDX files read the same as plain ones; corrupt gzip is an error") {
+  const auto dir = std::filesystem::temp_directory_path() / "trainkit_gz_test";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::vector<uint8_t> pixels(2 * 28 * 28);
+  for (size_t i = 0; i < pixels.size(); ++i) pixels[i] = uint8_t(i % 13);
+  write_idx(dir / "train-images-idx3-ubyte", 0x803, {2, 28, 28}, pixels);
+  write_idx(dir / "train-labels-idx1-ubyte", 0x801, {2}, {3, 4});
+  const auto plain = data::read_mnist(dir, true);
+  for (const char* name : {"train-images-idx3-ubyte", "train-labels-idx1-ubyte"}) {
+    std::ifstream in(dir / name, std::ios::binary);
+    const std::string bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    gzFile gz = gzopen((dir / (std::string(name) + ".gz")).c_str(), "wb");
+    gzwrite(gz, bytes.data(), unsigned(bytes.size()));
+    gzclose(gz);
+    std::filesystem::remove(dir / name);
+  }
+  const auto gz = data::read_mnist(dir, true);
+  CHECK(torch::equal(plain.inputs, gz.inputs));
+  CHECK(torch::equal(plain.targets, gz.targets));
+  write_bytes(dir / "train-labels-idx1-ubyte.gz", {0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3, 1, 2, 3});
+  CHECK_THROWS_WITH_AS(data::read_mnist(dir, true),
+                       doctest::Contains("train-labels-idx1-ubyte.gz: corrupt gzip data"), Error);
   std::filesystem::remove_all(dir);
 }

@@ -3,3 +3,4 @@
 #include "trainkit/callbacks/csv_logger.hpp"
 #include "trainkit/callbacks/early_stopping.hpp"
 #include "trainkit/callbacks/progress_bar.hpp"
+#include "trainkit/callbacks/progressive_resize.hpp"

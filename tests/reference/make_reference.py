@@ -2,7 +2,7 @@
 """Reference values for trainkit's parity tests, computed by PyTorch itself.
 
 Run with Debian's PyTorch (python3-torch): /usr/bin/python3 make_reference.py
-It rewrites optim.json, sched.json and scaler.json beside this file. The test
+It rewrites optim.json, sched.json, scaler.json and sampler.json beside this file. The test
 suite reads those files and never needs Python.
 """
 import json
@@ -161,8 +161,28 @@ def scaler_reference():
                          "growth_tracker": trackers, "overflow_cap": capped})
 
 
+def sampler_reference():
+    """Shards of torch.utils.data.DistributedSampler for a few layouts."""
+    from torch.utils.data import DistributedSampler
+    cases = []
+    for n, world, shuffle, drop_last, seed, epoch in [
+            (10, 3, True, False, 0, 0), (10, 3, True, False, 0, 1), (11, 2, True, True, 7, 3),
+            (10, 4, False, False, 0, 0), (10, 4, False, True, 0, 0), (2, 5, True, False, 1, 0),
+            (1000, 3, True, False, 42, 5)]:
+        shards = []
+        for rank in range(world):
+            sampler = DistributedSampler(range(n), num_replicas=world, rank=rank, shuffle=shuffle,
+                                         seed=seed, drop_last=drop_last)
+            sampler.set_epoch(epoch)
+            shards.append(list(sampler))
+        cases.append({"size": n, "world_size": world, "shuffle": shuffle, "drop_last": drop_last,
+                      "seed": seed, "epoch": epoch, "shards": shards})
+    dump("sampler.json", {"distributed": cases})
+
+
 if __name__ == "__main__":
     torch.set_num_threads(1)
     optimizer_reference()
     scheduler_reference()
     scaler_reference()
+    sampler_reference()

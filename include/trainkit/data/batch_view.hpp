@@ -12,13 +12,15 @@ namespace trainkit::data {
 class BatchView {
  public:
   BatchView() = default;
+  /// `Range` may be const (TensorBatches) or not (a data::Loader's begin()
+  /// restarts its pipeline).
   template <class Range>
-  requires(!std::is_same_v<std::remove_cvref_t<Range>, BatchView>) && requires(const Range& r) {
+  requires(!std::is_same_v<std::remove_cvref_t<Range>, BatchView>) && requires(Range& r) {
     { *std::ranges::begin(r) } -> std::convertible_to<Batch>;
   }
-  BatchView(const Range& range)  // NOLINT(google-explicit-constructor): designated init
+  BatchView(Range& range)  // NOLINT(google-explicit-constructor): designated init
       : for_each_([&range](const std::function<void(const Batch&)>& f) {
-          for (const auto& b : range) f(b);
+          for (auto&& b : range) f(b);
         }) {}
 
   explicit operator bool() const { return static_cast<bool>(for_each_); }

@@ -1,14 +1,16 @@
 #pragma once
-// MNIST in its IDX files (train-images-idx3-ubyte, ...), checked for magic
-// numbers and sizes; errors name the file. Images come out normalised with
-// MNIST's usual mean and std, as [N, 1, 28, 28] float, labels as int64.
+// MNIST in its IDX files (train-images-idx3-ubyte, ..., also gzipped), checked
+// for magic numbers and sizes; errors name the file. Images come out
+// normalised with MNIST's usual mean and std, as [N, 1, 28, 28] float,
+// labels as int64.
 #include <torch/types.h>
 
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <string>
 
+#include "trainkit/data/files.hpp"
 #include "trainkit/data/tensor_dataset.hpp"
 #include "trainkit/error.hpp"
 
@@ -16,34 +18,34 @@ namespace trainkit::data {
 
 namespace detail {
 
-inline uint32_t read_be32(std::ifstream& in, const std::filesystem::path& file) {
-  unsigned char b[4];
-  if (!in.read(reinterpret_cast<char*>(b), 4)) {
-    throw Error("trainkit: " + file.string() + ": truncated IDX header");
-  }
-  return uint32_t(b[0]) << 24 | uint32_t(b[1]) << 16 | uint32_t(b[2]) << 8 | uint32_t(b[3]);
-}
-
-/// Reads an IDX file of unsigned bytes with `dims` dimensions.
+/// Parses an IDX file of unsigned bytes with `dims` dimensions.
 inline at::Tensor read_idx_u8(const std::filesystem::path& file, uint32_t dims) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw Error("trainkit: cannot open MNIST file " + file.string());
-  const uint32_t magic = read_be32(in, file), expected = 0x00000800u | dims;
+  const auto bytes = read_bytes(file);
+  const auto name = file.string();
+  auto be32 = [&](size_t at) {
+    if (bytes.size() < at + 4) throw Error("trainkit: " + name + ": truncated IDX header");
+    return uint32_t(bytes[at]) << 24 | uint32_t(bytes[at + 1]) << 16 |
+           uint32_t(bytes[at + 2]) << 8 | uint32_t(bytes[at + 3]);
+  };
+  const uint32_t magic = be32(0), expected = 0x00000800u | dims;
   if (magic != expected) {
-    throw Error("trainkit: " + file.string() + ": bad IDX magic " + std::to_string(magic) +
-                " (expected " + std::to_string(expected) + ")");
+    throw Error("trainkit: " + name + ": bad IDX magic " + std::to_string(magic) + " (expected " +
+                std::to_string(expected) + ")");
   }
   std::vector<int64_t> shape;
-  int64_t total = 1;
+  size_t total = 1;
   for (uint32_t d = 0; d < dims; ++d) {
-    shape.push_back(read_be32(in, file));
-    total *= shape.back();
+    shape.push_back(be32(4 + 4 * d));
+    total *= size_t(shape.back());
+  }
+  const size_t header = 4 + 4 * size_t(dims);
+  if (bytes.size() != header + total) {
+    throw Error("trainkit: " + name + ": truncated or oversized (expected " +
+                std::to_string(total) + " bytes of data, found " +
+                std::to_string(bytes.size() - header) + ")");
   }
   auto out = at::empty(shape, at::kByte);
-  if (!in.read(reinterpret_cast<char*>(out.data_ptr<uint8_t>()), total)) {
-    throw Error("trainkit: " + file.string() + ": truncated (expected " + std::to_string(total) +
-                " bytes of data)");
-  }
+  std::memcpy(out.data_ptr<uint8_t>(), bytes.data() + header, total);
   return out;
 }
 

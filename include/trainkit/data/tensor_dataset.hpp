@@ -18,6 +18,11 @@ struct TensorDataset {
   at::Tensor inputs;   ///< [N, ...]
   at::Tensor targets;  ///< [N, ...]
   int64_t size() const { return inputs.size(0); }
+  /// A whole batch in one index_select per tensor.
+  Batch get_batch(const at::Tensor& indices) const {
+    return {inputs.index_select(0, indices), targets.index_select(0, indices)};
+  }
+  Batch get(int64_t index) const { return {inputs[index], targets[index]}; }
 };
 
 class TensorBatches {
@@ -30,11 +35,13 @@ class TensorBatches {
   };
 
   TensorBatches(TensorDataset dataset, const Options& o) : data_(std::move(dataset)), options_(o) {
-    detail::require_option(o.batch_size >= 1, "data.batch_size", o.batch_size, "a number >= 1");
-    detail::require_option(data_.inputs.defined() && data_.targets.defined() &&
-                               data_.inputs.size(0) == data_.targets.size(0),
-                           "data.targets", data_.targets.defined() ? data_.targets.size(0) : -1,
-                           "as many targets as inputs");
+    trainkit::detail::require_option(o.batch_size >= 1, "data.batch_size", o.batch_size,
+                                     "a number >= 1");
+    trainkit::detail::require_option(data_.inputs.defined() && data_.targets.defined() &&
+                                         data_.inputs.size(0) == data_.targets.size(0),
+                                     "data.targets",
+                                     data_.targets.defined() ? data_.targets.size(0) : -1,
+                                     "as many targets as inputs");
     set_epoch(0);
   }
 

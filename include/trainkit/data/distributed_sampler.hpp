@@ -1,0 +1,61 @@
+#pragma once
+// data::DistributedSampler: this rank's shard of the data, as
+// torch.utils.data.DistributedSampler draws it: the same permutation on every
+// rank (seed + epoch), padded by wrapping around (or cut, with drop_last) to
+// a multiple of the world size, then every world_size-th index from rank.
+// Shards are disjoint (before padding), cover the set, and have equal length.
+#include <torch/types.h>
+
+#include "trainkit/data/seed.hpp"
+#include "trainkit/error.hpp"
+
+namespace trainkit::data {
+
+class DistributedSampler {
+ public:
+  struct Options {
+    int64_t size = 0;
+    int64_t rank = 0;
+    int64_t world_size = 1;
+    bool shuffle = true;
+    uint64_t seed = 0;
+    bool drop_last = false;
+  };
+  explicit DistributedSampler(const Options& o) : options_(o) {
+    using trainkit::detail::require_option;
+    require_option(o.size >= 0, "sampler.size", o.size, "a number of samples >= 0");
+    require_option(o.world_size >= 1, "sampler.world_size", o.world_size, "a number >= 1");
+    require_option(o.rank >= 0 && o.rank < o.world_size, "sampler.rank", o.rank,
+                   "0 <= rank < world_size");
+  }
+
+  /// Samples this rank sees per epoch.
+  int64_t shard_size() const {
+    const int64_t n = options_.size, w = options_.world_size;
+    if (options_.drop_last && n % w != 0) return (n - w + w - 1) / w;  // ceil((n - w) / w)
+    return (n + w - 1) / w;
+  }
+
+  at::Tensor indices(int64_t epoch) const {
+    const int64_t n = options_.size, w = options_.world_size, total = shard_size() * w;
+    at::Tensor all;
+    if (options_.shuffle) {
+      auto gen = generator(options_.seed + static_cast<uint64_t>(epoch));
+      all = at::randperm(n, gen, at::kLong);
+    } else {
+      all = at::arange(n, at::kLong);
+    }
+    if (total > n && n > 0) {
+      const int64_t repeats = (total + n - 1) / n;  // wrap around as often as needed
+      all = all.repeat({repeats}).narrow(0, 0, total);
+    } else {
+      all = all.narrow(0, 0, total);
+    }
+    return all.narrow(0, options_.rank, total - options_.rank).slice(0, 0, total, w).contiguous();
+  }
+
+ private:
+  Options options_;
+};
+
+}  // namespace trainkit::data

@@ -1,0 +1,46 @@
+#pragma once
+// Reading a whole data file into memory, gzip-compressed or not: `path` as
+// given, else `path` + ".gz". Errors name the file.
+#include <zlib.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "trainkit/error.hpp"
+
+namespace trainkit::data::detail {
+
+inline std::vector<uint8_t> read_gzip(const std::filesystem::path& file) {
+  gzFile gz = gzopen(file.c_str(), "rb");
+  if (!gz) throw Error("trainkit: cannot open " + file.string());
+  std::vector<uint8_t> out;
+  uint8_t chunk[1 << 16];
+  int n = 0;
+  while ((n = gzread(gz, chunk, sizeof chunk)) > 0) out.insert(out.end(), chunk, chunk + n);
+  // A truncated stream ends like a clean one but leaves Z_BUF_ERROR behind.
+  int err = Z_OK;
+  const std::string message = gzerror(gz, &err);
+  gzclose(gz);
+  if (n < 0 || (err != Z_OK && err != Z_STREAM_END)) {
+    throw Error("trainkit: " + file.string() + ": corrupt gzip data (" + message + ")");
+  }
+  return out;
+}
+
+inline std::vector<uint8_t> read_bytes(const std::filesystem::path& path) {
+  if (!std::filesystem::exists(path)) {
+    auto gz = path;
+    gz += ".gz";
+    if (std::filesystem::exists(gz)) return read_gzip(gz);
+    throw Error("trainkit: cannot open " + path.string() + " (nor " + gz.string() + ")");
+  }
+  if (path.extension() == ".gz") return read_gzip(path);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("trainkit: cannot open " + path.string());
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+}  // namespace trainkit::data::detail

@@ -1,0 +1,353 @@
+#pragma once
+// data::Loader: batches from a dataset in the order a sampler gives, built
+// ahead by worker threads.
+//
+// - Batch k of an epoch is a pure function of (sampler, epoch, k, seed, rank):
+//   workers claim batch indices, build them into a bounded reorder buffer
+//   (workers x prefetch batches), and the training thread takes them in order.
+//   0, 1 or 8 workers give bitwise the same batches.
+// - Random transforms get a generator seeded from (seed, rank, epoch, k), so
+//   draws differ per batch, rank and epoch whichever thread runs them.
+// - For a CUDA target, workers pin the batch; the training thread copies
+//   batch k+1 non_blocking on a side stream while batch k trains, and the
+//   compute stream waits on an event before using it.
+// - A worker's exception reaches the training thread, naming the batch;
+//   set_epoch(), a new begin() or the destructor stop and join the workers.
+#include <torch/types.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <exception>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
+#include "trainkit/detail/compat.hpp"
+#if TRAINKIT_HAS_CUDA
+#include <ATen/cuda/CUDAEvent.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
+
+#include "trainkit/data/batch.hpp"
+#include "trainkit/data/seed.hpp"
+#include "trainkit/data/stack.hpp"
+#include "trainkit/data/transforms.hpp"
+#include "trainkit/error.hpp"
+
+namespace trainkit::data {
+
+/// A dataset that gathers a whole batch at once (in-memory tensors).
+template <class D>
+concept BatchDataset = requires(D& d, const at::Tensor& indices) {
+  { d.get_batch(indices) } -> std::convertible_to<Batch>;
+  { d.size() } -> std::convertible_to<int64_t>;
+};
+/// A dataset of single samples, stacked into batches by the loader.
+template <class D>
+concept SampleDataset = requires(D& d, int64_t index) {
+  { d.get(index) } -> std::convertible_to<Batch>;
+  { d.size() } -> std::convertible_to<int64_t>;
+};
+/// The indices of one epoch, a function of the epoch alone.
+template <class S>
+concept Sampler = requires(const S& s, int64_t epoch) {
+  { s.indices(epoch) } -> std::convertible_to<at::Tensor>;
+};
+
+struct LoaderOptions {
+  int64_t batch_size = 32;
+  int64_t workers = 0;   ///< threads building batches; 0: built on the training thread
+  int64_t prefetch = 2;  ///< batches in flight per worker
+  bool drop_last = false;
+  uint64_t seed = 0;                      ///< for transforms' random draws
+  int64_t rank = 0;                       ///< for transforms' random draws (distinct per process)
+  std::optional<torch::Device> device{};  ///< where batches land; unset: stay on the CPU
+  bool pin_memory = true;                 ///< pinned host batches for a CUDA target
+  Transform transform{};                  ///< on the CPU, in the workers
+  Transform device_transform{};           ///< on the target device, after the copy
+};
+
+template <class Dataset, class SamplerT>
+class Loader {
+  static_assert(BatchDataset<Dataset> || SampleDataset<Dataset>,
+                "data::Loader: the dataset needs `int64_t size()` and either "
+                "`Batch get_batch(const at::Tensor& indices)` or `Batch get(int64_t index)`");
+  static_assert(Sampler<SamplerT>,
+                "data::Loader: the sampler needs `at::Tensor indices(int64_t epoch) const`");
+
+ public:
+  using Options = LoaderOptions;
+
+  Loader(Dataset dataset, SamplerT sampler, Options options)
+      : dataset_(std::move(dataset)), sampler_(std::move(sampler)), options_(std::move(options)) {
+    using trainkit::detail::require_option;
+    require_option(options_.batch_size >= 1, "loader.batch_size", options_.batch_size,
+                   "a number >= 1");
+    require_option(options_.workers >= 0, "loader.workers", options_.workers, "a number >= 0");
+    require_option(options_.prefetch >= 1, "loader.prefetch", options_.prefetch, "a number >= 1");
+    set_epoch(0);
+  }
+  ~Loader() { stop(); }
+  Loader(const Loader&) = delete;
+  Loader& operator=(const Loader&) = delete;
+
+  /// Selects the epoch (its sample order) and rewinds to its first batch.
+  void set_epoch(int64_t epoch) {
+    stop();
+    epoch_ = epoch;
+    order_ = sampler_.indices(epoch).to(at::kLong).contiguous();
+    const auto bad =
+        order_.numel() > 0 && (order_.min().item<int64_t>() < 0 ||
+                               order_.max().item<int64_t>() >= int64_t(dataset_.size()));
+    if (bad) throw Error("trainkit: the sampler drew an index outside the dataset");
+    start_ = 0;
+  }
+
+  /// The next iteration starts at batch `index` of the epoch (exact resume).
+  void set_start(int64_t index) {
+    trainkit::detail::require_option(index >= 0 && index <= size(), "loader.start", index,
+                                     "a batch index between 0 and size()");
+    start_ = index;
+  }
+
+  /// Batches in the current epoch.
+  int64_t size() const {
+    const int64_t n = order_.numel(), b = options_.batch_size;
+    return options_.drop_last ? n / b : (n + b - 1) / b;
+  }
+  int64_t epoch() const { return epoch_; }
+  const Options& options() const { return options_; }
+
+  class iterator {
+   public:
+    using value_type = Batch;
+    using difference_type = std::ptrdiff_t;
+    iterator() = default;
+    iterator(Loader* loader, int64_t index) : loader_(loader), index_(index) {}
+    const Batch& operator*() const { return loader_->fetch(index_); }
+    iterator& operator++() {
+      ++index_;
+      return *this;
+    }
+    void operator++(int) { ++index_; }
+    bool operator==(const iterator& other) const { return index_ == other.index_; }
+
+   private:
+    Loader* loader_ = nullptr;
+    int64_t index_ = 0;
+  };
+
+  /// Starts the epoch's pipeline at the start batch (0 unless set_start).
+  iterator begin() {
+    stop();
+    const int64_t first = start_;
+    start_ = 0;
+    current_ = -1;
+    staged_.reset();
+    if (options_.workers > 0 && first < size()) launch(first);
+    return {this, first};
+  }
+  iterator end() { return {this, size()}; }
+
+  /// Batch `index` exactly as iteration yields it (on the CPU, before the
+  /// device transfer and device transform).
+  Batch build(int64_t index) {
+    const int64_t start = index * options_.batch_size;
+    const int64_t len = std::min(options_.batch_size, order_.numel() - start);
+    const auto indices = order_.narrow(0, start, len);
+    Batch batch;
+    if constexpr (BatchDataset<Dataset>) {
+      batch = dataset_.get_batch(indices);
+    } else {
+      const int64_t* p = indices.data_ptr<int64_t>();
+      const std::vector<int64_t> ids(p, p + len);
+      std::vector<Batch> samples;
+      samples.reserve(ids.size());
+      for (int64_t id : ids) samples.push_back(dataset_.get(id));
+      batch = stack_samples(samples, ids);
+    }
+    if (options_.transform) {
+      auto gen = batch_generator(index, 0);
+      batch = options_.transform(std::move(batch), gen);
+    }
+    if (pinned()) batch = {batch.input.pin_memory(), batch.target.pin_memory()};
+    return batch;
+  }
+
+ private:
+  struct Slot {
+    Batch batch;
+    std::exception_ptr error;
+  };
+  struct Pipeline {
+    std::mutex mutex;
+    std::condition_variable produced, consumed;
+    std::map<int64_t, Slot> ready;
+    int64_t next_claim = 0, next_take = 0, end = 0, capacity = 0;
+    bool stop = false;
+    std::vector<std::thread> threads;
+  };
+
+  at::Generator batch_generator(int64_t index, uint64_t stage) const {
+    return generator(
+        mix_seed({options_.seed, static_cast<uint64_t>(options_.rank),
+                  static_cast<uint64_t>(epoch_), static_cast<uint64_t>(index), stage}));
+  }
+  bool pinned() const {
+    return options_.pin_memory && options_.device && options_.device->is_cuda();
+  }
+
+  void launch(int64_t first) {
+    pipe_ = std::make_unique<Pipeline>();
+    pipe_->next_claim = pipe_->next_take = first;
+    pipe_->end = size();
+    pipe_->capacity = options_.workers * options_.prefetch;
+    for (int64_t w = 0; w < options_.workers; ++w) {
+      pipe_->threads.emplace_back([this, p = pipe_.get()] { work(*p); });
+    }
+  }
+
+  void work(Pipeline& p) {
+#if defined(_OPENMP)
+    omp_set_num_threads(1);  // workers are the parallelism; no nested OpenMP teams
+#endif
+    torch::NoGradGuard no_grad;
+    for (;;) {
+      int64_t index = 0;
+      {
+        std::unique_lock lock(p.mutex);
+        p.consumed.wait(lock, [&] {
+          return p.stop || p.next_claim >= p.end || p.next_claim < p.next_take + p.capacity;
+        });
+        if (p.stop || p.next_claim >= p.end) return;
+        index = p.next_claim++;
+      }
+      Slot slot;
+      try {
+        slot.batch = build(index);
+      } catch (...) {
+        slot.error = std::current_exception();
+      }
+      {
+        std::lock_guard lock(p.mutex);
+        p.ready.emplace(index, std::move(slot));
+      }
+      p.produced.notify_all();
+    }
+  }
+
+  void stop() {
+    if (!pipe_) return;
+    {
+      std::lock_guard lock(pipe_->mutex);
+      pipe_->stop = true;
+    }
+    pipe_->consumed.notify_all();
+    for (auto& t : pipe_->threads) t.join();
+    pipe_.reset();
+  }
+
+  [[noreturn]] void rethrow_for(int64_t index, std::exception_ptr error) const {
+    try {
+      std::rethrow_exception(error);
+    } catch (const std::exception& e) {
+      throw Error("trainkit: loading batch " + std::to_string(index) + " of epoch " +
+                  std::to_string(epoch_) + " failed: " + e.what());
+    }
+  }
+
+  /// The CPU batch `index`, from the workers or built here.
+  Batch take(int64_t index) {
+    if (!pipe_) {
+      try {
+        return build(index);
+      } catch (...) {
+        rethrow_for(index, std::current_exception());
+      }
+    }
+    Slot slot;
+    {
+      std::unique_lock lock(pipe_->mutex);
+      pipe_->produced.wait(lock, [&] { return pipe_->ready.count(index) > 0; });
+      auto node = pipe_->ready.extract(index);
+      slot = std::move(node.mapped());
+      pipe_->next_take = index + 1;
+    }
+    pipe_->consumed.notify_all();
+    if (slot.error) rethrow_for(index, slot.error);
+    return std::move(slot.batch);
+  }
+
+  /// Starts copying a CPU batch to the target device (side stream on CUDA).
+  Batch transfer(Batch cpu) {
+    if (!options_.device) return cpu;
+#if TRAINKIT_HAS_CUDA
+    if (options_.device->is_cuda()) {
+      if (!copy_stream_)
+        copy_stream_ = c10::cuda::getStreamFromPool(false, options_.device->index());
+      c10::cuda::CUDAStreamGuard guard(*copy_stream_);
+      Batch out{cpu.input.to(*options_.device, /*non_blocking=*/true),
+                cpu.target.to(*options_.device, /*non_blocking=*/true)};
+      copied_.record(*copy_stream_);
+      return out;
+    }
+#endif
+    return cpu.to(*options_.device);
+  }
+
+  /// Makes the compute stream wait for the copy of `batch` (CUDA only).
+  void ready_for_compute([[maybe_unused]] Batch& batch) {
+#if TRAINKIT_HAS_CUDA
+    if (options_.device && options_.device->is_cuda()) {
+      const auto compute = c10::cuda::getCurrentCUDAStream(options_.device->index());
+      copied_.block(compute);
+      batch.input.record_stream(compute);  // freed memory must wait for compute too
+      batch.target.record_stream(compute);
+    }
+#endif
+  }
+
+  const Batch& fetch(int64_t index) {
+    if (index == current_) return current_batch_;
+    Batch batch =
+        staged_ && staged_->first == index ? std::move(staged_->second) : transfer(take(index));
+    staged_.reset();
+    ready_for_compute(batch);
+    // Overlap: batch index+1 is copied while batch index trains.
+    if (options_.device && options_.device->is_cuda() && index + 1 < size()) {
+      staged_.emplace(index + 1, transfer(take(index + 1)));
+    }
+    if (options_.device_transform) {
+      auto gen = batch_generator(index, 1);
+      batch = options_.device_transform(std::move(batch), gen);
+    }
+    current_ = index;
+    current_batch_ = std::move(batch);
+    return current_batch_;
+  }
+
+  Dataset dataset_;
+  SamplerT sampler_;
+  Options options_;
+  int64_t epoch_ = 0;
+  int64_t start_ = 0;
+  at::Tensor order_;
+  std::unique_ptr<Pipeline> pipe_;
+  int64_t current_ = -1;
+  Batch current_batch_;
+  std::optional<std::pair<int64_t, Batch>> staged_;
+#if TRAINKIT_HAS_CUDA
+  std::optional<c10::cuda::CUDAStream> copy_stream_;
+  at::cuda::CUDAEvent copied_;
+#endif
+};
+
+}  // namespace trainkit::data
