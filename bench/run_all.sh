@@ -9,6 +9,7 @@ echo "# $(uname -m), $(nproc --all) cores, $(grep -m1 'model name' /proc/cpuinfo
 echo "# OMP_NUM_THREADS=$OMP_NUM_THREADS, BLAS: $(readlink -f /usr/lib/x86_64-linux-gnu/libblas.so.3 2>/dev/null || echo unknown)"
 "$BUILD/bench/bench_optim"
 "$BUILD/bench/bench_clip"
+"$BUILD/bench/bench_data"
 trainer_line=$("$BUILD/bench/bench_trainer"); echo "$trainer_line"
 "$BUILD/bench/bench_trainer" --pagefaults default
 "$BUILD/bench/bench_trainer" --pagefaults keep

@@ -11,8 +11,10 @@ using namespace trainkit;
 
 int main() {
   const auto train = data::make_glyphs(3000, 1), val = data::make_glyphs(1000, 2);
-  data::TensorBatches train_batches(train, {.batch_size = 16, .seed = 1});
-  data::TensorBatches val_batches(val, {.batch_size = 500, .shuffle = false});
+  data::Loader train_batches(
+      train, data::RandomSampler({.size = train.size(), .seed = 1}),
+      {.batch_size = 16, .workers = 2, .device_transform = data::transforms::RandomCrop{28, 2}});
+  data::Loader val_batches(val, data::SequentialSampler(val.size()), {.batch_size = 500});
   torch::manual_seed(0);
   Trainer<optim::AdamW, sched::OneCycle, precision::Bf16, accumulate::Every<4>, clip::Norm> trainer(
       SmallCnn(), {.optim = {.lr = 3e-3, .weight_decay = 0.01},

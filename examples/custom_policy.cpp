@@ -1,7 +1,8 @@
 // Extending trainkit: a user-written schedule (inverse square root with
 // warmup, as in "Attention is all you need") and a user-written callback
-// that keeps the best validation accuracy. Neither derives from anything:
-// they only have the members their concepts ask for.
+// that keeps the best validation accuracy, over class-balanced sampling.
+// Neither derives from anything: they only have the members their concepts
+// ask for.
 #include <torch/torch.h>
 #include <trainkit/trainkit.hpp>
 
@@ -37,8 +38,12 @@ struct BestAccuracy {
 int main() {
   static_assert(SchedulerPolicy<InverseSqrt> && TrainerCallback<BestAccuracy>);
   const auto train = data::make_glyphs(3000, 1), val = data::make_glyphs(1000, 2);
-  data::TensorBatches train_batches(train, {.batch_size = 32, .seed = 1});
-  data::TensorBatches val_batches(val, {.batch_size = 500, .shuffle = false});
+  // Class-balanced sampling: each sample weighted by 1 / (its class's count).
+  const auto counts = at::bincount(train.targets, {}, 10).to(at::kDouble);
+  data::Loader train_batches(
+      train, data::WeightedSampler({.weights = counts.reciprocal().index_select(0, train.targets)}),
+      {.batch_size = 32});
+  data::Loader val_batches(val, data::SequentialSampler(val.size()), {.batch_size = 500});
   torch::manual_seed(0);
   Trainer<optim::Adam, InverseSqrt, precision::Fp32, accumulate::Steps, clip::Value> trainer(
       Mlp(28 * 28, 64, 10), {.optim = {.lr = 2e-3},

@@ -15,7 +15,7 @@ using namespace trainkit;
 
 int main(int argc, char** argv) {
   CLI::App app{"trainkit demo: a small CNN on procedurally generated glyphs"};
-  int64_t epochs = 6, train_size = 12000, val_size = 2000, batch_size = 64;
+  int64_t epochs = 6, train_size = 12000, val_size = 2000, batch_size = 64, workers = 1;
   int threads = 0;
   double max_lr = 3e-3;
   std::string mnist_dir, csv = "runs/demo/log.csv", model_name = "cnn";
@@ -25,6 +25,8 @@ int main(int argc, char** argv) {
   app.add_option("--batch-size", batch_size, "samples per step")->check(CLI::PositiveNumber);
   app.add_option("--max-lr", max_lr, "OneCycle peak learning rate")->check(CLI::PositiveNumber);
   app.add_option("--threads", threads, "intra-op threads (0: LibTorch's default)");
+  app.add_option("--workers", workers, "data loader threads building batches ahead")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--mnist", mnist_dir, "read MNIST IDX files from this folder instead");
   app.add_option("--csv", csv, "per-epoch CSV log");
   app.add_option("--model", model_name, "cnn or linear")->check(CLI::IsMember({"cnn", "linear"}));
@@ -46,8 +48,13 @@ int main(int argc, char** argv) {
                 torch::get_num_threads());
     std::fflush(stdout);  // before the progress bar writes to stderr
 
-    data::TensorBatches train_batches(train, {.batch_size = batch_size, .seed = 42});
-    data::TensorBatches val_batches(val, {.batch_size = 500, .shuffle = false});
+    // Random shifts of up to 2 pixels, drawn per batch on the device side.
+    data::Loader train_batches(train, data::RandomSampler({.size = train.size(), .seed = 42}),
+                               {.batch_size = batch_size,
+                                .workers = workers,
+                                .seed = 42,
+                                .device_transform = data::transforms::RandomCrop{28, 2}});
+    data::Loader val_batches(val, data::SequentialSampler(val.size()), {.batch_size = 500});
     torch::manual_seed(0);
     using DemoTrainer = Trainer<optim::AdamW, sched::OneCycle, precision::Fp32>;
     const DemoTrainer::Options options{.optim = {.lr = max_lr, .weight_decay = 0.01},

@@ -14,7 +14,8 @@ int main() {
   torch::manual_seed(0);
   auto x = torch::rand({2048, 1}) * 4 - 2;
   auto y = torch::sin(3 * x) + 0.05 * torch::randn({2048, 1});
-  data::TensorBatches train({x, y}, {.batch_size = 64, .seed = 3});
+  data::Loader train(data::TensorDataset{x, y}, data::RandomSampler({.size = 2048, .seed = 3}),
+                     {.batch_size = 64});
   const bool cuda = torch::cuda::is_available();
   Trainer<optim::AdamW, sched::WarmupCosine, precision::Fp16, accumulate::Steps, clip::Norm>
       trainer(Mlp(1, 128, 1), {.optim = {.lr = 2e-2, .weight_decay = 0.0},

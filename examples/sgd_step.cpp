@@ -11,8 +11,9 @@ using namespace trainkit;
 
 int main() {
   const auto train = data::make_glyphs(4000, 1), val = data::make_glyphs(1000, 2);
-  data::TensorBatches train_batches(train, {.batch_size = 32, .seed = 1});
-  data::TensorBatches val_batches(val, {.batch_size = 500, .shuffle = false});
+  data::Loader train_batches(train, data::RandomSampler({.size = train.size(), .seed = 1}),
+                             {.batch_size = 32, .workers = 1});
+  data::Loader val_batches(val, data::SequentialSampler(val.size()), {.batch_size = 500});
   torch::manual_seed(0);
   Trainer<optim::SGD, sched::Step, precision::Fp32, accumulate::None, clip::None> trainer(
       Mlp(28 * 28, 128, 10),

@@ -2,6 +2,7 @@
 # One entry point for people and CI (see README.md):
 #   scripts/run.sh demo [demo flags]   install what is missing, build, train the demo
 #   scripts/run.sh test                install what is missing, build, run the whole suite
+#                                      (release, then the data tests under ThreadSanitizer)
 #   scripts/run.sh bench               build and run the benchmarks
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,7 +36,10 @@ cmd="${1:-demo}"; shift || true
 case "$cmd" in
   setup) install_missing ;;
   demo)  install_missing; build release; exec ./build/release/examples/demo "$@" ;;
-  test)  install_missing; build release; ctest --preset release -j "$(nproc)" "$@" ;;
+  test)  install_missing
+         build release; ctest --preset release -j "$(nproc)" "$@"
+         # the threaded data pipeline under ThreadSanitizer
+         build tsan; ctest --preset tsan -j "$(nproc)" "$@" ;;
   bench) install_missing; build bench; exec bash bench/run_all.sh build/bench ;;
   *) echo "usage: scripts/run.sh {setup|demo|test|bench} [args]" >&2; exit 2 ;;
 esac

@@ -147,7 +147,7 @@ TEST_CASE("CIFAR-10 and CIFAR-100 readers: round trip and errors that name the f
   std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("gzipped IDX files read the same as plain ones; corrupt gzip is an error") {
+TEST_CASE("gzipped IDX files read the same as plain ones, corrupt gzip is an error") {
   const auto dir = std::filesystem::temp_directory_path() / "trainkit_gz_test";
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
