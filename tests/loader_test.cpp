@@ -76,7 +76,14 @@ TEST_CASE("the same batches, bitwise, with 0, 1 and 4 workers") {
   }
   CHECK(same(runs[0], runs[1]));
   CHECK(same(runs[0], runs[2]));
-  CHECK(runs[0].back().input.size(0) == 4);  // 100 = 12 x 8 + 4
+  // another seed: another order and other augmentation draws
+  auto options = augmenting(2);
+  options.seed = 6;
+  data::Loader reseeded(ds, data::RandomSampler({.size = 100, .seed = 3}), options);
+  const auto other = collect(reseeded);
+  CHECK(torch::equal(other[0].target, runs[0][0].target));  // same sampler seed: same order
+  CHECK(!torch::equal(other[0].input, runs[0][0].input));   // different draws
+  CHECK(runs[0].back().input.size(0) == 4);                 // 100 = 12 x 8 + 4
   CHECK(runs[0].front().input.sizes() == std::vector<int64_t>{8, 3, 6, 6});
 }
 
