@@ -1,0 +1,4 @@
+#pragma once
+// Files: atomic replacement and the safetensors format.
+#include "trainkit/io/atomic_file.hpp"
+#include "trainkit/io/safetensors.hpp"

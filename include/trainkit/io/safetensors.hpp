@@ -1,0 +1,250 @@
+#pragma once
+// safetensors: 8-byte little-endian header length, a JSON header mapping each
+// tensor name to {dtype, shape, data_offsets} (plus an optional
+// "__metadata__" of strings), then the raw little-endian data. Models written
+// here load in Python's `safetensors`/`transformers` and the reverse.
+//
+// Reading treats the file as hostile: every length and offset is checked
+// (header within the file, offsets contiguous from 0 and covering the data
+// exactly, each range = numel x dtype size) before any byte is used, and an
+// error names the file and the first problem.
+#include <torch/nn/module.h>
+#include <torch/types.h>
+#include <nlohmann/json.hpp>
+
+#include <bit>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "trainkit/error.hpp"
+#include "trainkit/io/atomic_file.hpp"
+
+namespace trainkit::io {
+
+static_assert(std::endian::native == std::endian::little,
+              "trainkit::io writes little-endian data and supports little-endian hosts only");
+
+using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
+
+struct Safetensors {
+  NamedTensors tensors;                         ///< in file order
+  std::map<std::string, std::string> metadata;  ///< "__metadata__"
+};
+
+namespace detail {
+
+inline const std::vector<std::pair<const char*, at::ScalarType>>& dtype_names() {
+  static const std::vector<std::pair<const char*, at::ScalarType>> names = {
+      {"BOOL", at::kBool}, {"U8", at::kByte},   {"I8", at::kChar},  {"I16", at::kShort},
+      {"I32", at::kInt},   {"I64", at::kLong},  {"F16", at::kHalf}, {"BF16", at::kBFloat16},
+      {"F32", at::kFloat}, {"F64", at::kDouble}};
+  return names;
+}
+
+inline std::string dtype_name(at::ScalarType t) {
+  for (const auto& [name, type] : dtype_names())
+    if (type == t) return name;
+  throw Error(std::string("trainkit: safetensors cannot store dtype ") + c10::toString(t));
+}
+
+[[noreturn]] inline void bad_file(const std::string& file, const std::string& what) {
+  throw Error("trainkit: " + file + ": not a valid safetensors file: " + what);
+}
+
+}  // namespace detail
+
+/// The bytes of a safetensors file holding `tensors` and `metadata`.
+inline std::string to_safetensors(const NamedTensors& tensors,
+                                  const std::map<std::string, std::string>& metadata = {}) {
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  if (!metadata.empty()) header["__metadata__"] = metadata;
+  std::vector<at::Tensor> contiguous;
+  uint64_t offset = 0;
+  for (const auto& [name, t] : tensors) {
+    if (name == "__metadata__" || header.contains(name)) {
+      throw Error("trainkit: safetensors tensor name \"" + name + "\" is reserved or repeated");
+    }
+    auto c = t.detach().to(at::kCPU).contiguous();
+    const uint64_t bytes = uint64_t(c.numel()) * c.element_size();
+    header[name] = {{"dtype", detail::dtype_name(c.scalar_type())},
+                    {"shape", c.sizes().vec()},
+                    {"data_offsets", {offset, offset + bytes}}};
+    offset += bytes;
+    contiguous.push_back(std::move(c));
+  }
+  std::string json = header.dump();
+  json.append((8 - json.size() % 8) % 8, ' ');  // the format pads the header to 8 bytes
+  std::string out(8, '\0');
+  const uint64_t n = json.size();
+  std::memcpy(out.data(), &n, 8);
+  out += json;
+  out.reserve(out.size() + offset);
+  for (const auto& c : contiguous) {
+    out.append(static_cast<const char*>(c.data_ptr()), size_t(c.numel()) * c.element_size());
+  }
+  return out;
+}
+
+/// Parses and checks a whole safetensors file held in `bytes`; `file` names it in errors.
+inline Safetensors from_safetensors(const std::string& bytes, const std::string& file) {
+  using detail::bad_file;
+  if (bytes.size() < 8) bad_file(file, "shorter than the 8-byte header length");
+  uint64_t n = 0;
+  std::memcpy(&n, bytes.data(), 8);
+  if (n > (uint64_t(100) << 20)) bad_file(file, "header length " + std::to_string(n) + " > 100 MB");
+  if (n > bytes.size() - 8) {
+    bad_file(file, "header length " + std::to_string(n) + " runs past the end of the file (" +
+                       std::to_string(bytes.size()) + " bytes)");
+  }
+  if (n == 0 || bytes[8] != '{') bad_file(file, "the header does not start with '{'");
+  nlohmann::ordered_json header;
+  try {
+    header = nlohmann::ordered_json::parse(bytes.begin() + 8, bytes.begin() + 8 + int64_t(n));
+  } catch (const nlohmann::ordered_json::exception& e) {
+    bad_file(file, std::string("the header is not valid JSON (") + e.what() + ")");
+  }
+  if (!header.is_object()) bad_file(file, "the header is not a JSON object");
+  const uint64_t data_size = bytes.size() - 8 - n;
+  const char* data = bytes.data() + 8 + n;
+
+  Safetensors out;
+  struct Range {
+    uint64_t begin, end;
+    std::string name;
+  };
+  std::vector<Range> ranges;
+  for (const auto& [name, entry] : header.items()) {
+    if (name == "__metadata__") {
+      if (!entry.is_object()) bad_file(file, "__metadata__ is not an object");
+      for (const auto& [key, value] : entry.items()) {
+        if (!value.is_string()) bad_file(file, "__metadata__[\"" + key + "\"] is not a string");
+        out.metadata[key] = value.get<std::string>();
+      }
+      continue;
+    }
+    const auto where = "tensor \"" + name + "\"";
+    if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") ||
+        !entry.contains("data_offsets") || !entry["dtype"].is_string() ||
+        !entry["shape"].is_array() || !entry["data_offsets"].is_array() ||
+        entry["data_offsets"].size() != 2) {
+      bad_file(file, where + " needs dtype, shape and data_offsets [begin, end]");
+    }
+    const auto dtype = entry["dtype"].get<std::string>();
+    at::ScalarType type = at::kFloat;
+    bool known = false;
+    for (const auto& [dname, t] : detail::dtype_names()) {
+      if (dtype == dname) type = t, known = true;
+    }
+    if (!known) bad_file(file, where + " has unknown or unsupported dtype \"" + dtype + "\"");
+    std::vector<int64_t> shape;
+    uint64_t numel = 1;
+    for (const auto& d : entry["shape"]) {
+      if (!d.is_number_unsigned()) bad_file(file, where + " has a shape entry that is not a size");
+      const auto dim = d.get<uint64_t>();
+      if (dim != 0 && numel > (uint64_t(1) << 62) / dim) bad_file(file, where + " is too large");
+      numel *= dim;
+      shape.push_back(int64_t(dim));
+    }
+    const auto& offsets = entry["data_offsets"];
+    if (!offsets[0].is_number_unsigned() || !offsets[1].is_number_unsigned()) {
+      bad_file(file, where + " has data_offsets that are not sizes");
+    }
+    const uint64_t begin = offsets[0].get<uint64_t>(), end = offsets[1].get<uint64_t>();
+    const uint64_t expected = numel * at::elementSize(type);
+    if (end < begin || end - begin != expected) {
+      bad_file(file, where + " has data_offsets [" + std::to_string(begin) + ", " +
+                         std::to_string(end) + "] but its dtype and shape need " +
+                         std::to_string(expected) + " bytes");
+    }
+    if (end > data_size) {
+      bad_file(file, where + " ends at byte " + std::to_string(end) + " of a " +
+                         std::to_string(data_size) + "-byte data section (truncated?)");
+    }
+    ranges.push_back({begin, end, name});
+    auto t = at::empty(shape, at::TensorOptions().dtype(type));
+    if (expected > 0) std::memcpy(t.data_ptr(), data + begin, expected);
+    out.tensors.emplace_back(name, std::move(t));
+  }
+  std::sort(ranges.begin(), ranges.end(), [](const Range& a, const Range& b) {
+    return a.begin < b.begin || (a.begin == b.begin && a.end < b.end);
+  });
+  uint64_t cursor = 0;
+  for (const auto& r : ranges) {
+    if (r.begin != cursor) {
+      bad_file(file,
+               "tensor \"" + r.name + "\" starts at byte " + std::to_string(r.begin) +
+                   (r.begin < cursor ? ", overlapping the tensor before it"
+                                     : ", leaving a gap after byte " + std::to_string(cursor)));
+    }
+    cursor = r.end;
+  }
+  if (cursor != data_size) {
+    bad_file(file, "the tensors cover " + std::to_string(cursor) + " of the " +
+                       std::to_string(data_size) + " data bytes");
+  }
+  return out;
+}
+
+/// Writes `tensors` (and string `metadata`) to `path` atomically.
+inline void save_safetensors(const std::filesystem::path& path, const NamedTensors& tensors,
+                             const std::map<std::string, std::string>& metadata = {}) {
+  write_file_atomically(path, to_safetensors(tensors, metadata));
+}
+
+inline Safetensors load_safetensors(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("trainkit: cannot open " + path.string());
+  const std::string bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  return from_safetensors(bytes, path.string());
+}
+
+/// A module's parameters and buffers by their dotted names ("fc1.weight").
+inline NamedTensors module_tensors(torch::nn::Module& module) {
+  NamedTensors out;
+  for (const auto& p : module.named_parameters()) out.emplace_back(p.key(), p.value());
+  for (const auto& b : module.named_buffers()) out.emplace_back(b.key(), b.value());
+  return out;
+}
+
+/// Saves a module's weights; they load in Python with safetensors.torch.load_file.
+inline void save_safetensors(const std::filesystem::path& path, torch::nn::Module& module) {
+  save_safetensors(path, module_tensors(module), {{"format", "pt"}});
+}
+
+/// Loads weights into `module` in place: every name, shape and dtype must
+/// match (the first mismatch is the error), and nothing is changed unless
+/// everything does.
+inline void load_safetensors(const std::filesystem::path& path, torch::nn::Module& module) {
+  const auto file = load_safetensors(path);
+  std::map<std::string, at::Tensor> found(file.tensors.begin(), file.tensors.end());
+  const auto targets = module_tensors(module);
+  const auto where = "trainkit: " + path.string() + ": ";
+  for (const auto& [name, target] : targets) {
+    const auto it = found.find(name);
+    if (it == found.end())
+      throw Error(where + "has no tensor \"" + name + "\" that the model needs");
+    if (it->second.sizes() != target.sizes() || it->second.scalar_type() != target.scalar_type()) {
+      std::ostringstream msg;
+      msg << where << "tensor \"" << name << "\" is " << it->second.scalar_type()
+          << it->second.sizes() << ", the model's is " << target.scalar_type() << target.sizes();
+      throw Error(msg.str());
+    }
+  }
+  if (found.size() != targets.size()) {
+    for (const auto& [name, t] : file.tensors) {
+      const bool used = std::any_of(targets.begin(), targets.end(),
+                                    [&](const auto& nt) { return nt.first == name; });
+      if (!used) throw Error(where + "has tensor \"" + name + "\" that the model does not");
+    }
+  }
+  torch::NoGradGuard no_grad;
+  for (const auto& [name, target] : targets) target.copy_(found.at(name));
+}
+
+}  // namespace trainkit::io

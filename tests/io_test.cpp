@@ -1,0 +1,186 @@
+// safetensors round trips, a file written by hand from the format's
+// specification, malformed headers, truncation and corruption sweeps; and
+// atomic file replacement.
+#include <trainkit/io.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+#include "support.hpp"
+
+using namespace trainkit;
+
+namespace {
+
+std::filesystem::path temp_dir(const std::string& name) {
+  const auto dir = std::filesystem::temp_directory_path() / name;
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+/// A safetensors file from its parts: length, header text (padded), data.
+std::string handmade(std::string header, const std::string& data, uint64_t length_override = 0) {
+  header.append((8 - header.size() % 8) % 8, ' ');
+  const uint64_t n = length_override ? length_override : header.size();
+  std::string out(8, '\0');
+  std::memcpy(out.data(), &n, 8);
+  return out + header + data;
+}
+
+std::string float_bytes(std::initializer_list<float> values) {
+  std::string out;
+  for (float v : values) out.append(reinterpret_cast<const char*>(&v), 4);
+  return out;
+}
+
+void expect_invalid(const std::string& bytes, const std::string& what) {
+  CAPTURE(what);
+  const std::string expected = "bad.safetensors: not a valid safetensors file: " + what;
+  CHECK_THROWS_WITH_AS(io::from_safetensors(bytes, "bad.safetensors"),
+                       doctest::Contains(expected.c_str()), Error);
+}
+
+}  // namespace
+
+TEST_CASE("safetensors round trip of every supported dtype, shapes and metadata") {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(1);
+  io::NamedTensors tensors;
+  for (auto type : {at::kBool, at::kByte, at::kChar, at::kShort, at::kInt, at::kLong, at::kHalf,
+                    at::kBFloat16, at::kFloat, at::kDouble}) {
+    auto t = at::randint(-100, 100, {3, 5}, gen, at::kLong).to(type);
+    tensors.emplace_back(std::string("t_") + c10::toString(type), t);
+  }
+  tensors.emplace_back("scalar", torch::tensor(3.25));
+  tensors.emplace_back("empty", torch::zeros({0, 4}));
+  tensors.emplace_back("transposed", torch::arange(6.0).view({2, 3}).t());  // not contiguous
+  const auto bytes = io::to_safetensors(tensors, {{"format", "pt"}, {"note", "héllo"}});
+  uint64_t n = 0;
+  std::memcpy(&n, bytes.data(), 8);
+  CHECK(n % 8 == 0);  // padded header
+  const auto back = io::from_safetensors(bytes, "roundtrip");
+  REQUIRE(back.tensors.size() == tensors.size());
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    CAPTURE(tensors[i].first);
+    CHECK(back.tensors[i].first == tensors[i].first);
+    CHECK((back.tensors[i].second.scalar_type() == tensors[i].second.scalar_type()));
+    CHECK(torch::equal(back.tensors[i].second, tensors[i].second));
+  }
+  CHECK(back.metadata.at("note") == "héllo");
+  CHECK_THROWS_WITH_AS(io::to_safetensors({{"c", torch::zeros({2}, at::kComplexFloat)}}),
+                       doctest::Contains("cannot store dtype ComplexFloat"), Error);
+  CHECK_THROWS_WITH_AS(io::to_safetensors({{"a", torch::zeros({1})}, {"a", torch::zeros({1})}}),
+                       doctest::Contains("\"a\" is reserved or repeated"), Error);
+}
+
+TEST_CASE("a safetensors file written by hand from the specification loads") {
+  // Tensors may appear in any order in the header; offsets are relative to the data section.
+  const auto bytes = handmade(
+      R"({"__metadata__":{"format":"pt"},"b":{"dtype":"I64","shape":[],"data_offsets":[8,16]},)"
+      R"("a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})",
+      float_bytes({1.5f, -2.0f}) + std::string("\x07\0\0\0\0\0\0\0", 8));
+  const auto st = io::from_safetensors(bytes, "hand");
+  REQUIRE(st.tensors.size() == 2);
+  const std::map<std::string, at::Tensor> by_name(st.tensors.begin(), st.tensors.end());
+  CHECK(torch::equal(by_name.at("a"), torch::tensor({1.5f, -2.0f})));
+  CHECK(by_name.at("b").dim() == 0);
+  CHECK(by_name.at("b").item<int64_t>() == 7);
+  CHECK(st.metadata.at("format") == "pt");
+}
+
+TEST_CASE("malformed safetensors files are rejected with the first problem") {
+  const std::string a = R"("a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]})";
+  const auto data = float_bytes({1, 2});
+  expect_invalid("abc", "shorter than the 8-byte header length");
+  expect_invalid(handmade("{" + a + "}", data, 1000), "header length 1000 runs past the end");
+  expect_invalid(handmade("{" + a + "}", data, uint64_t(1) << 40),
+                 "header length 1099511627776 > 100 MB");
+  expect_invalid(handmade("[1,2]", ""), "the header does not start with '{'");
+  expect_invalid(handmade("{\"a\":", ""), "the header is not valid JSON");
+  expect_invalid(handmade(R"({"a":{"dtype":"F8_E4M3","shape":[2],"data_offsets":[0,2]}})", "xx"),
+                 "tensor \"a\" has unknown or unsupported dtype \"F8_E4M3\"");
+  expect_invalid(handmade(R"({"a":{"dtype":"F32","shape":[2]}})", data),
+                 "tensor \"a\" needs dtype, shape and data_offsets");
+  expect_invalid(handmade(R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", data),
+                 "tensor \"a\" has data_offsets [0, 8] but its dtype and shape need 12 bytes");
+  expect_invalid(handmade(R"({"a":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", data),
+                 "tensor \"a\" has a shape entry that is not a size");
+  expect_invalid(handmade("{" + a + R"(,"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+                          data + float_bytes({3})),
+                 "tensor \"b\" starts at byte 4, overlapping the tensor before it");
+  expect_invalid(handmade(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", data),
+                 "tensor \"a\" starts at byte 4, leaving a gap after byte 0");
+  expect_invalid(handmade("{" + a + "}", data.substr(0, 6)),
+                 "tensor \"a\" ends at byte 8 of a 6-byte data section (truncated?)");
+  expect_invalid(handmade("{" + a + "}", data + "zz"), "the tensors cover 8 of the 10 data bytes");
+  expect_invalid(handmade(R"({"__metadata__":{"k":3}})", ""),
+                 "__metadata__[\"k\"] is not a string");
+}
+
+TEST_CASE("every truncation and every flipped byte loads cleanly or fails with trainkit::Error") {
+  const auto bytes = io::to_safetensors(
+      {{"w", torch::arange(12.0f).view({3, 4})}, {"step", torch::tensor(int64_t(42))}},
+      {{"k", "v"}});
+  int errors = 0;
+  for (size_t cut = 0; cut < bytes.size(); ++cut) {
+    try {
+      io::from_safetensors(bytes.substr(0, cut), "cut");
+      FAIL("a truncated file loaded, cut at " << cut);
+    } catch (const Error&) {
+      ++errors;
+    }
+  }
+  CHECK(errors == int(bytes.size()));
+  int loaded = 0, rejected = 0;
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    for (unsigned char mask : {0x01, 0x80, 0xFF}) {
+      auto corrupt = bytes;
+      corrupt[i] = char(corrupt[i] ^ mask);
+      try {
+        io::from_safetensors(corrupt, "flipped");
+        ++loaded;  // e.g. a flipped data byte: the format has no checksum
+      } catch (const Error&) {
+        ++rejected;
+      }
+    }
+  }
+  CHECK(loaded + rejected == int(3 * bytes.size()));
+  CHECK(rejected > 0);
+}
+
+TEST_CASE("module weights: save, load into a fresh model, and mismatches change nothing") {
+  const auto dir = temp_dir("trainkit_st_module");
+  auto trained = tk_test::seeded_mlp(1), fresh = tk_test::seeded_mlp(2);
+  io::save_safetensors(dir / "model.safetensors", *trained);
+  io::load_safetensors(dir / "model.safetensors", *fresh);
+  CHECK(tk_test::max_param_rel_error(*fresh, *trained) == 0.0);
+
+  auto other = tk_test::seeded_mlp(3, 8, 17, 3);  // a different hidden size
+  const auto before = tk_test::snapshot(*other);
+  CHECK_THROWS_WITH_AS(io::load_safetensors(dir / "model.safetensors", *other),
+                       doctest::Contains("tensor \"fc1.weight\" is Float[16, 8], the model's is "
+                                         "Float[17, 8]"),
+                       Error);
+  const auto after = tk_test::snapshot(*other);
+  for (size_t i = 0; i < before.size(); ++i) CHECK(torch::equal(before[i], after[i]));
+  io::save_safetensors(dir / "partial.safetensors", {{"fc1.weight", trained->fc1->weight}});
+  CHECK_THROWS_WITH_AS(io::load_safetensors(dir / "partial.safetensors", *fresh),
+                       doctest::Contains("has no tensor \"fc1.bias\" that the model needs"), Error);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("atomic writes replace the file whole and leave no temporary behind") {
+  const auto dir = temp_dir("trainkit_atomic");
+  const auto file = dir / "sub" / "state.bin";
+  io::write_file_atomically(file, "first");
+  io::write_file_atomically(file, "second, longer");
+  std::ifstream in(file);
+  CHECK(std::string(std::istreambuf_iterator<char>(in), {}) == "second, longer");
+  std::filesystem::create_directories(dir / "occupied");  // a folder where the file should go
+  CHECK_THROWS_WITH_AS(io::write_file_atomically(dir / "occupied", "x"),
+                       doctest::Contains("cannot rename"), Error);
+  int entries = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) entries += e.exists();
+  CHECK(entries == 2);  // sub/ and occupied/: no *.tmp.* left
+  std::filesystem::remove_all(dir);
+}
