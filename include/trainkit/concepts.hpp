@@ -17,11 +17,18 @@
 #include "trainkit/params.hpp"
 #include "trainkit/sched/context.hpp"
 #include "trainkit/state.hpp"
+#include "trainkit/state_dict.hpp"
 #include "trainkit/task.hpp"
 
 namespace trainkit {
 
 // ---- shared parts ----------------------------------------------------------
+/// Optional for every policy and callback: saved in and restored from checkpoints.
+template <class T>
+concept HasStateDict = requires(const T& c, T& m, const StateDict& d) {
+  { c.state_dict() } -> std::same_as<StateDict>;
+  m.load_state_dict(d);
+};
 template <class P>
 concept HasOptions = requires {
   typename P::Options;

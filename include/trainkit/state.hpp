@@ -7,8 +7,11 @@
 
 #include <cstdint>
 #include <exception>
+#include <filesystem>
+#include <functional>
 #include <map>
 #include <optional>
+#include <stdexcept>
 #include <string>
 
 namespace trainkit {
@@ -28,6 +31,7 @@ class TrainState {
   /// Epoch-level metrics: train_loss, val_loss, val_<metric>, ...
   std::map<std::string, double> metrics;
   std::exception_ptr exception;  ///< set before on_exception
+  bool resumed = false;          ///< this fit continued from a checkpoint
 
   explicit TrainState(torch::nn::Module& model) : model_(&model) {}
 
@@ -55,6 +59,14 @@ class TrainState {
   bool stop_requested() const { return stop_; }
   const std::string& stop_reason() const { return stop_reason_; }
   bool is_main_process() const { return main_process; }
+
+  /// Writes the whole training state to `path` (atomically), from a hook.
+  /// Resuming from it continues exactly where this point of the run is.
+  void save_checkpoint(const std::filesystem::path& path) const {
+    if (!checkpoint_writer) throw std::logic_error("trainkit: no trainer to checkpoint");
+    checkpoint_writer(path);
+  }
+  std::function<void(const std::filesystem::path&)> checkpoint_writer;
 
   // Device values behind loss(), grad_norm() and loss_scale(); set by the trainer.
   at::Tensor loss_tensor, grad_norm_tensor, loss_scale_tensor;

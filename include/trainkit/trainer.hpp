@@ -12,9 +12,17 @@
 #include <torch/nn/module.h>
 #include <torch/types.h>
 
+#include <ATen/CPUGeneratorImpl.h>
+#include <cxxabi.h>
+
 #include <cstdint>
+#include <cstdlib>
+#include <filesystem>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <string>
+#include <typeinfo>
 #include <vector>
 
 #include "trainkit/accumulate/none.hpp"
@@ -26,6 +34,7 @@
 #include "trainkit/detail/loss_meter.hpp"
 #include "trainkit/detail/policy_checks.hpp"
 #include "trainkit/error.hpp"
+#include "trainkit/io/checkpoint.hpp"
 #include "trainkit/optim/adamw.hpp"
 #include "trainkit/parallel/single.hpp"
 #include "trainkit/precision/fp32.hpp"
@@ -53,6 +62,8 @@ struct FitOptions {
   data::BatchView val_data{};  ///< validated after every epoch when set (not owned)
   int64_t log_every = 10;      ///< callbacks may read device values every N steps
   int64_t max_steps = -1;      ///< stop after this many optimizer steps (-1: no limit)
+  /// Continue from this checkpoint file, or from the latest one in this folder.
+  std::filesystem::path resume_from{};
 };
 
 using Metrics = std::map<std::string, double>;
@@ -128,20 +139,40 @@ class Trainer {
     check_momentum_schedule();
 
     detail::CallbackSet<Callbacks...> hooks(std::move(callbacks)...);
+    epoch_done_ = false;
+    state.checkpoint_writer = [&](const std::filesystem::path& path) {
+      if (state.is_main_process()) io::write_checkpoint(path, make_checkpoint(state, hooks, false));
+    };
+    int64_t first_epoch = 0, first_batch = 0;
+    if (!options.resume_from.empty()) {
+      const auto file = io::resolve_checkpoint(options.resume_from);
+      restore(io::read_checkpoint(file), file.string(), state, hooks, first_epoch, first_batch);
+      apply_schedule(state);
+    }
     FitResult result;
     try {
       hooks.template dispatch<OnFitBegin>(state);
       model_.module().train();
-      for (int64_t epoch = 0; epoch < options.epochs && !state.stop_requested(); ++epoch) {
+      for (int64_t epoch = first_epoch; epoch < options.epochs && !state.stop_requested();
+           ++epoch) {
+        const int64_t skip = epoch == first_epoch ? first_batch : 0;
         state.epoch = epoch;
-        state.batch = 0;
+        state.batch = skip;
         state.metrics.clear();
+        epoch_done_ = false;
         if constexpr (requires { train_data.set_epoch(epoch); }) train_data.set_epoch(epoch);
+        if constexpr (requires { train_data.set_start(skip); }) {
+          if (skip > 0) train_data.set_start(skip);
+        }
         hooks.template dispatch<OnEpochBegin>(state);
 
-        epoch_loss_.reset();
-        int64_t k = 0;  // micro-batches in the open window
+        if (skip == 0) epoch_loss_.reset();
+        int64_t k = 0;        // micro-batches in the open window
+        int64_t skipped = 0;  // data without set_start: skip by reading
         for (auto&& batch : train_data) {
+          if constexpr (!requires { train_data.set_start(skip); }) {
+            if (skipped++ < skip) continue;
+          }
           micro_batch(task, batch, /*last=*/k + 1 == n, n, state);
           if (++k == n) {
             boundary(k, n, state);
@@ -161,6 +192,7 @@ class Trainer {
           }
           hooks.template dispatch<OnValidationEnd>(state);
         }
+        epoch_done_ = true;
         hooks.template dispatch<OnEpochEnd>(state);
         result.epochs = epoch + 1;
         if (state.step == options.max_steps) state.request_stop("max_steps reached");
@@ -218,6 +250,130 @@ class Trainer {
   Parallel& parallel() { return parallel_; }
 
  private:
+  static std::string type_name(const char* mangled) {
+    int status = 0;
+    std::unique_ptr<char, void (*)(void*)> name(
+        abi::__cxa_demangle(mangled, nullptr, nullptr, &status), std::free);
+    return status == 0 ? name.get() : mangled;
+  }
+  /// Which policies wrote a checkpoint: a different set is a mismatch.
+  static std::string signature() {
+    return "Trainer<" + type_name(typeid(Optimizer).name()) + ", " +
+           type_name(typeid(Scheduler).name()) + ", " + type_name(typeid(Precision).name()) + ", " +
+           type_name(typeid(Accumulate).name()) + ", " + type_name(typeid(Clip).name()) + ", " +
+           type_name(typeid(Parallel).name()) + ">";
+  }
+
+  template <class Part>
+  static void save_part(io::Checkpoint& ckpt, const std::string& name, const Part& part,
+                        bool clone) {
+    if constexpr (HasStateDict<Part>) {
+      auto d = part.state_dict();
+      if (clone) {
+        for (auto& [key, t] : d.tensors) t = t.detach().clone();
+      }
+      ckpt.parts[name] = std::move(d);
+    }
+  }
+
+  template <class Hooks>
+  io::Checkpoint make_checkpoint(const TrainState& state, Hooks& hooks, bool clone) {
+    io::Checkpoint ckpt;
+    auto& trainer = ckpt.parts["trainer"].values;
+    trainer = {{"signature", signature()},      {"epoch", state.epoch},
+               {"batch", state.batch},          {"step", state.step},
+               {"epoch_done", epoch_done_},     {"samples_seen", state.samples_seen},
+               {"loss_sum", epoch_loss_.sum()}, {"loss_count", epoch_loss_.count()}};
+    auto& model = ckpt.parts["model"].tensors;
+    for (const auto& [name, t] : io::module_tensors(model_.module())) {
+      model[name] = clone ? t.detach().clone() : t.detach();
+    }
+    save_part(ckpt, "optim", optimizer_, clone);
+    save_part(ckpt, "precision", precision_, clone);
+    {
+      auto gen = at::detail::getDefaultCPUGenerator();
+      std::lock_guard<std::mutex> lock(gen.mutex());
+      ckpt.parts["rng"].tensors["cpu"] = gen.get_state();
+    }
+    hooks.for_each(
+        [&](size_t i, auto& cb) { save_part(ckpt, "callback." + std::to_string(i), cb, clone); });
+    return ckpt;
+  }
+
+  template <class Part>
+  static void load_part(const io::Checkpoint& ckpt, const std::string& name, Part& part) {
+    if constexpr (HasStateDict<Part>) {
+      const auto it = ckpt.parts.find(name);
+      if (it == ckpt.parts.end())
+        throw Error("trainkit: the checkpoint has no \"" + name + "\" state");
+      part.load_state_dict(it->second);
+    }
+  }
+
+  template <class Hooks>
+  void apply_checkpoint(const io::Checkpoint& ckpt, TrainState& state, Hooks& hooks) {
+    const auto& model = ckpt.parts.at("model");
+    const auto targets = io::module_tensors(model_.module());
+    std::vector<at::Tensor> sources;  // check every tensor before changing any
+    for (const auto& [name, t] : targets) sources.push_back(model.tensor_like(name, t.cpu()));
+    if (model.tensors.size() != targets.size()) {
+      throw Error("trainkit: the checkpoint's model has " + std::to_string(model.tensors.size()) +
+                  " tensors, this model " + std::to_string(targets.size()));
+    }
+    load_part(ckpt, "optim", optimizer_);
+    load_part(ckpt, "precision", precision_);
+    hooks.for_each(
+        [&](size_t i, auto& cb) { load_part(ckpt, "callback." + std::to_string(i), cb); });
+    const auto& rng = ckpt.parts.at("rng").tensors.at("cpu");
+    {
+      auto gen = at::detail::getDefaultCPUGenerator();
+      std::lock_guard<std::mutex> lock(gen.mutex());
+      gen.set_state(rng);
+    }
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < targets.size(); ++i) targets[i].second.copy_(sources[i]);
+    const auto& t = ckpt.parts.at("trainer");
+    state.step = t.value<int64_t>("step");
+    state.samples_seen = t.value<int64_t>("samples_seen");
+    epoch_loss_.restore(t.value<double>("loss_sum"), t.value<int64_t>("loss_count"));
+  }
+
+  /// Restores everything from `ckpt`, or nothing: on any error the trainer
+  /// is put back as it was and the error names the file.
+  template <class Hooks>
+  void restore(const io::Checkpoint& ckpt, const std::string& file, TrainState& state, Hooks& hooks,
+               int64_t& first_epoch, int64_t& first_batch) {
+    try {
+      for (const char* part : {"trainer", "model", "rng"}) {
+        if (!ckpt.parts.count(part)) throw Error(std::string("has no \"") + part + "\" state");
+      }
+      const auto& t = ckpt.parts.at("trainer");
+      const auto written_by = t.value<std::string>("signature");
+      if (written_by != signature()) {
+        throw Error("was written by " + written_by + ", not by this " + signature());
+      }
+      const auto backup = make_checkpoint(state, hooks, /*clone=*/true);
+      try {
+        apply_checkpoint(ckpt, state, hooks);
+      } catch (...) {
+        apply_checkpoint(backup, state, hooks);
+        throw;
+      }
+      const bool done = t.value<bool>("epoch_done");
+      first_epoch = t.value<int64_t>("epoch") + (done ? 1 : 0);
+      first_batch = done ? 0 : t.value<int64_t>("batch");
+      if (!done)
+        epoch_loss_.restore(t.value<double>("loss_sum"), t.value<int64_t>("loss_count"));
+      else
+        epoch_loss_.reset();
+      state.resumed = true;
+    } catch (const std::exception& e) {
+      std::string what = e.what();
+      if (what.rfind("trainkit: ", 0) == 0) what = what.substr(10);
+      throw Error("trainkit: cannot resume from " + file + ": " + what);
+    }
+  }
+
   template <class Model>
   static torch::Device prepare(Parallel& parallel, Model& model, bool keep_memory) {
     if (keep_memory) detail::keep_freed_cpu_memory();
@@ -293,6 +449,7 @@ class Trainer {
   Clip clip_;
   double base_lr_;
   detail::LossMeter epoch_loss_;
+  bool epoch_done_ = false;  ///< on_epoch_end has begun: a checkpoint resumes at the next epoch
 };
 
 }  // namespace trainkit

@@ -10,9 +10,9 @@
 #include "trainkit/clip.hpp"
 #include "trainkit/concepts.hpp"
 #include "trainkit/data.hpp"
-#include "trainkit/io.hpp"
 #include "trainkit/detail/compat.hpp"  // also rejects LibTorch < 1.13
 #include "trainkit/error.hpp"
+#include "trainkit/io.hpp"
 #include "trainkit/optim.hpp"
 #include "trainkit/parallel.hpp"
 #include "trainkit/params.hpp"

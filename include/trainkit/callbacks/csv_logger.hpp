@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -32,11 +33,23 @@ class CsvLogger {
     if (options_.path.has_parent_path()) {
       std::filesystem::create_directories(options_.path.parent_path());
     }
-    file_.reset(std::fopen(options_.path.c_str(), "w"));
+    columns_.clear();
+    // A resumed run appends to its log under the columns already there.
+    const bool append = state.resumed && std::filesystem::exists(options_.path);
+    if (append) {
+      std::ifstream in(options_.path);
+      std::string header;
+      std::getline(in, header);
+      std::stringstream cells(header);
+      std::string cell;
+      for (int i = 0; std::getline(cells, cell, ','); ++i) {
+        if (i >= 4) columns_.push_back(cell);  // after epoch,step,lr,seconds
+      }
+    }
+    file_.reset(std::fopen(options_.path.c_str(), append ? "a" : "w"));
     if (!file_) {
       throw Error("trainkit: CsvLogger cannot open " + options_.path.string() + " for writing");
     }
-    columns_.clear();
     start_ = std::chrono::steady_clock::now();
   }
 

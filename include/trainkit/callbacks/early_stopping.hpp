@@ -13,6 +13,7 @@
 
 #include "trainkit/error.hpp"
 #include "trainkit/state.hpp"
+#include "trainkit/state_dict.hpp"
 
 namespace trainkit::callbacks {
 
@@ -65,6 +66,28 @@ class EarlyStopping {
 
   void on_fit_end(TrainState& state) {
     if (options_.restore_best_weights && !best_weights_.empty()) restore(state.model());
+  }
+
+  StateDict state_dict() const {
+    StateDict d;
+    d.values = {{"best", best_}, {"best_epoch", best_epoch_}, {"wait", wait_}};
+    for (size_t i = 0; i < best_weights_.size(); ++i) {
+      d.tensors["best." + std::to_string(i)] = best_weights_[i];
+    }
+    return d;
+  }
+  void load_state_dict(const StateDict& d) {
+    std::vector<at::Tensor> weights;
+    for (size_t i = 0; d.tensors.count("best." + std::to_string(i)); ++i) {
+      weights.push_back(d.tensors.at("best." + std::to_string(i)).clone());
+    }
+    const auto best = d.value<double>("best");
+    const auto best_epoch = d.value<int64_t>("best_epoch");
+    const auto wait = d.value<int64_t>("wait");
+    best_ = best;
+    best_epoch_ = best_epoch;
+    wait_ = wait;
+    best_weights_ = std::move(weights);
   }
 
   double best() const { return best_; }

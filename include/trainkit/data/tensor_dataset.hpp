@@ -54,6 +54,13 @@ class TensorBatches {
     order_ = at::randperm(data_.size(), gen, at::kLong).to(data_.inputs.device());
   }
 
+  /// The next iteration starts at batch `index` (exact resume); once.
+  void set_start(int64_t index) {
+    trainkit::detail::require_option(index >= 0 && index <= size(), "data.start", index,
+                                     "a batch index between 0 and size()");
+    start_ = index;
+  }
+
   /// Number of batches per epoch.
   int64_t size() const {
     const int64_t n = data_.size(), b = options_.batch_size;
@@ -95,13 +102,19 @@ class TensorBatches {
     int64_t index_ = 0;
   };
 
-  iterator begin() const { return {this, 0}; }
+  iterator begin() {
+    const int64_t first = start_;
+    start_ = 0;
+    return {this, first};
+  }
+  iterator begin() const { return {this, start_}; }
   iterator end() const { return {this, size()}; }
 
  private:
   TensorDataset data_;
   Options options_;
   int64_t epoch_ = 0;
+  int64_t start_ = 0;
   at::Tensor order_;
 };
 

@@ -68,14 +68,16 @@ struct RandomCrop {
   }
 };
 
-/// Mirrors each image left-right with probability p.
+/// Mirrors each sample along its last dimension (left-right for images) with probability p.
 struct HorizontalFlip {
   double p = 0.5;
 
   Batch operator()(Batch b, at::Generator& gen) const {
     const int64_t n = b.input.size(0);
-    const auto flip = at::rand({n}, gen).lt(p).to(b.input.device()).view({n, 1, 1, 1});
-    b.input = at::where(flip, b.input.flip({3}), b.input);
+    std::vector<int64_t> mask_shape(size_t(b.input.dim()), 1);
+    mask_shape[0] = n;
+    const auto flip = at::rand({n}, gen).lt(p).to(b.input.device()).view(mask_shape);
+    b.input = at::where(flip, b.input.flip({-1}), b.input);
     return b;
   }
 };

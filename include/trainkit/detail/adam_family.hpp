@@ -7,6 +7,7 @@
 #include "trainkit/detail/adam_kernel.hpp"
 #include "trainkit/error.hpp"
 #include "trainkit/params.hpp"
+#include "trainkit/state_dict.hpp"
 
 namespace trainkit::detail {
 
@@ -50,6 +51,38 @@ class AdamFamily {
   const OptionsT& options() const { return options_; }
   int64_t steps_taken() const { return steps_; }
   std::vector<at::Tensor>& exp_avg() { return exp_avg_; }
+
+  StateDict state_dict() const {
+    StateDict d;
+    d.values["steps"] = steps_;
+    d.values["beta1"] = options_.beta1;  // may be cycled by a schedule
+    for (size_t i = 0; i < exp_avg_.size(); ++i) {
+      d.tensors["exp_avg." + std::to_string(i)] = exp_avg_[i];
+      d.tensors["exp_avg_sq." + std::to_string(i)] = exp_avg_sq_[i];
+      if (options_.amsgrad) d.tensors["max_exp_avg_sq." + std::to_string(i)] = max_exp_avg_sq_[i];
+    }
+    return d;
+  }
+  void load_state_dict(const StateDict& d) {
+    std::vector<at::Tensor> m, v, vmax;  // check all, then assign
+    for (size_t i = 0; i < exp_avg_.size(); ++i) {
+      const auto n = std::to_string(i);
+      m.push_back(d.tensor_like("exp_avg." + n, exp_avg_[i]));
+      v.push_back(d.tensor_like("exp_avg_sq." + n, exp_avg_sq_[i]));
+      if (options_.amsgrad)
+        vmax.push_back(d.tensor_like("max_exp_avg_sq." + n, max_exp_avg_sq_[i]));
+    }
+    const auto steps = d.value<int64_t>("steps");
+    const auto beta1 = d.value<double>("beta1");
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < exp_avg_.size(); ++i) {
+      exp_avg_[i].copy_(m[i]);
+      exp_avg_sq_[i].copy_(v[i]);
+      if (options_.amsgrad) max_exp_avg_sq_[i].copy_(vmax[i]);
+    }
+    steps_ = steps;
+    options_.beta1 = beta1;
+  }
   std::vector<at::Tensor>& exp_avg_sq() { return exp_avg_sq_; }
 
  private:

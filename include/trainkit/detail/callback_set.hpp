@@ -36,6 +36,17 @@ class CallbackSet {
  public:
   explicit CallbackSet(Callbacks... callbacks) : callbacks_(std::move(callbacks)...) {}
 
+  /// Calls f(index, callback) for each callback.
+  template <class F>
+  void for_each(F&& f) {
+    std::apply(
+        [&](auto&... cb) {
+          size_t i = 0;
+          (f(i++, unwrap(cb)), ...);
+        },
+        callbacks_);
+  }
+
   template <class Hook>
   void dispatch(TrainState& state) {
     std::apply([&](auto&... cb) { (Hook::call(unwrap(cb), state), ...); }, callbacks_);

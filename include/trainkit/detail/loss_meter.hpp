@@ -48,6 +48,16 @@ class LossMeter {
   }
 
   bool empty() const { return count_ == 0; }
+  double sum() const {
+    return host_sum_ + (device_sum_.defined() ? device_sum_.item<double>() : 0.0);
+  }
+  int64_t count() const { return count_; }
+  /// Continues a sum saved in a checkpoint.
+  void restore(double sum, int64_t count) {
+    reset();
+    host_sum_ = sum;
+    count_ = count;
+  }
   double mean() const {
     if (count_ == 0) return 0.0;
     const double device = device_sum_.defined() ? device_sum_.item<double>() : 0.0;

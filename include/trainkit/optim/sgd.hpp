@@ -6,6 +6,7 @@
 #include "trainkit/detail/sgd_kernel.hpp"
 #include "trainkit/error.hpp"
 #include "trainkit/params.hpp"
+#include "trainkit/state_dict.hpp"
 
 namespace trainkit::optim {
 
@@ -52,6 +53,25 @@ class SGD {
   void set_momentum(double m) { options_.momentum = m; }
   const Options& options() const { return options_; }
   std::vector<at::Tensor>& momentum_buffers() { return momentum_; }
+
+  StateDict state_dict() const {
+    StateDict d;
+    d.values["momentum"] = options_.momentum;  // may be cycled by a schedule
+    for (size_t i = 0; i < momentum_.size(); ++i) {
+      if (momentum_[i].defined()) d.tensors["momentum_buffer." + std::to_string(i)] = momentum_[i];
+    }
+    return d;
+  }
+  void load_state_dict(const StateDict& d) {
+    const auto groups = params_->groups();
+    std::vector<at::Tensor> buffers(groups.size());
+    for (size_t i = 0; i < groups.size(); ++i) {
+      const auto name = "momentum_buffer." + std::to_string(i);
+      if (d.tensors.count(name)) buffers[i] = d.tensor_like(name, groups[i].data).clone();
+    }
+    options_.momentum = d.value<double>("momentum");
+    momentum_ = std::move(buffers);
+  }
 
  private:
   FlatParams* params_;

@@ -3,11 +3,14 @@
 // the per-parameter views (which still share the flat buffers), so zeroing
 // and clipping stay flat while the update is LibTorch's own.
 #include <torch/optim.h>
+#include <torch/serialize/archive.h>
 
 #include <memory>
+#include <sstream>
 #include <type_traits>
 
 #include "trainkit/params.hpp"
+#include "trainkit/state_dict.hpp"
 
 namespace trainkit::optim {
 
@@ -59,6 +62,34 @@ class Wrap {
     for (auto& group : optimizer_->param_groups()) group.options().set_lr(lr);
   }
   TorchOptimizer& get() { return *optimizer_; }
+
+  /// LibTorch's own serialisation of the optimizer, kept as bytes.
+  StateDict state_dict() const {
+    torch::serialize::OutputArchive archive;
+    optimizer_->save(archive);
+    std::ostringstream out;
+    archive.save_to(out);
+    const auto bytes = out.str();
+    StateDict d;
+    d.tensors["torch_archive"] =
+        at::from_blob(const_cast<char*>(bytes.data()), {int64_t(bytes.size())}, at::kByte).clone();
+    return d;
+  }
+  void load_state_dict(const StateDict& d) {
+    const auto it = d.tensors.find("torch_archive");
+    if (it == d.tensors.end())
+      throw Error("trainkit: checkpoint state has no tensor \"torch_archive\"");
+    const auto& t = it->second;
+    std::istringstream in(std::string(static_cast<const char*>(t.data_ptr()), size_t(t.numel())));
+    torch::serialize::InputArchive archive;
+    try {
+      archive.load_from(in);
+      optimizer_->load(archive);
+    } catch (const c10::Error& e) {
+      throw Error(std::string("trainkit: the wrapped torch::optim state does not load: ") +
+                  e.what_without_backtrace());
+    }
+  }
 
  private:
   std::unique_ptr<TorchOptimizer> optimizer_;

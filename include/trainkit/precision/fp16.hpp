@@ -35,6 +35,8 @@ class Fp16 {
   void update() { scaler_.update(); }
 
   const GradScaler& scaler() const { return scaler_; }
+  StateDict state_dict() const { return scaler_.state_dict(); }
+  void load_state_dict(const StateDict& d) { scaler_.load_state_dict(d); }
   /// Current loss scale (a device tensor; read it only when logging).
   const at::Tensor& loss_scale() const { return scaler_.scale_tensor(); }
 

@@ -15,6 +15,7 @@
 
 #include "trainkit/error.hpp"
 #include "trainkit/params.hpp"
+#include "trainkit/state_dict.hpp"
 
 namespace trainkit::precision {
 
@@ -89,6 +90,19 @@ class GradScaler {
   double scale_value() const { return scale_.item<double>(); }
   int64_t growth_tracker() const { return growth_tracker_.item<int64_t>(); }
   const at::Tensor& scale_tensor() const { return scale_; }
+
+  StateDict state_dict() const {
+    StateDict d;
+    d.tensors["scale"] = scale_;
+    d.tensors["growth_tracker"] = growth_tracker_;
+    return d;
+  }
+  void load_state_dict(const StateDict& d) {
+    const auto scale = d.tensor_like("scale", scale_.cpu());
+    const auto tracker = d.tensor_like("growth_tracker", growth_tracker_.cpu());
+    scale_.copy_(scale);
+    growth_tracker_.copy_(tracker);
+  }
   const at::Tensor& found_inf_tensor() const { return found_inf_; }
 
  private:

@@ -1,0 +1,131 @@
+#pragma once
+// The training-state checkpoint file: a safetensors file (so its tensors are
+// readable anywhere) whose tensors are named "<part>/<name>" and whose
+// metadata holds each part's plain values as JSON, plus a CRC-32 over the
+// whole file (computed with the CRC field zeroed). Reading checks the CRC
+// before anything else: a truncated, flipped or foreign file is an error that
+// names the file, never a half-loaded state.
+#include <zlib.h>
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+
+#include "trainkit/io/atomic_file.hpp"
+#include "trainkit/io/safetensors.hpp"
+#include "trainkit/state_dict.hpp"
+
+namespace trainkit::io {
+
+struct Checkpoint {
+  std::map<std::string, StateDict> parts;  ///< "trainer", "model", "optim", "callback.0", ...
+};
+
+namespace detail {
+inline constexpr const char* kCrcKey = "\"trainkit.crc32\":\"";
+inline constexpr int kCheckpointVersion = 1;
+
+inline uint32_t crc_of(const std::string& bytes) {
+  return uint32_t(::crc32(0L, reinterpret_cast<const Bytef*>(bytes.data()), uInt(bytes.size())));
+}
+[[noreturn]] inline void bad_checkpoint(const std::string& file, const std::string& what) {
+  throw Error("trainkit: " + file + ": " + what);
+}
+}  // namespace detail
+
+inline std::string to_checkpoint_bytes(const Checkpoint& ckpt) {
+  NamedTensors tensors;
+  nlohmann::json values = nlohmann::json::object();
+  for (const auto& [part, dict] : ckpt.parts) {
+    values[part] = dict.values;
+    for (const auto& [name, t] : dict.tensors) tensors.emplace_back(part + "/" + name, t);
+  }
+  auto bytes =
+      to_safetensors(tensors, {{"format", "pt"},
+                               {"trainkit.checkpoint", std::to_string(detail::kCheckpointVersion)},
+                               {"trainkit.crc32", "00000000"},
+                               {"trainkit.values", values.dump()}});
+  const auto at = bytes.find(detail::kCrcKey) + std::strlen(detail::kCrcKey);
+  char hex[9];
+  std::snprintf(hex, sizeof hex, "%08x", detail::crc_of(bytes));
+  bytes.replace(at, 8, hex);
+  return bytes;
+}
+
+/// Parses and checks checkpoint `bytes`; `file` names it in errors.
+inline Checkpoint from_checkpoint_bytes(std::string bytes, const std::string& file) {
+  using detail::bad_checkpoint;
+  uint64_t n = 0;
+  if (bytes.size() >= 8) std::memcpy(&n, bytes.data(), 8);
+  if (bytes.size() < 8 || n > bytes.size() - 8) {
+    bad_checkpoint(file, "truncated or not a checkpoint (" + std::to_string(bytes.size()) +
+                             " bytes, header length " + std::to_string(n) + ")");
+  }
+  const auto key = bytes.find(detail::kCrcKey, 8);
+  if (key == std::string::npos || key >= 8 + n) {
+    bad_checkpoint(file, "not a trainkit checkpoint (no trainkit.crc32 in its header)");
+  }
+  const auto at = key + std::strlen(detail::kCrcKey);
+  if (at + 8 > 8 + n) bad_checkpoint(file, "corrupt header");
+  const std::string stored = bytes.substr(at, 8);
+  bytes.replace(at, 8, "00000000");
+  char hex[9];
+  std::snprintf(hex, sizeof hex, "%08x", detail::crc_of(bytes));
+  if (stored != hex) {
+    bad_checkpoint(file, "checksum mismatch (stored " + stored + ", computed " + hex +
+                             "): the file is truncated or corrupt");
+  }
+  const auto st = from_safetensors(bytes, file);
+  const auto version = st.metadata.find("trainkit.checkpoint");
+  if (version == st.metadata.end() ||
+      version->second != std::to_string(detail::kCheckpointVersion)) {
+    bad_checkpoint(file, "unsupported checkpoint version");
+  }
+  Checkpoint ckpt;
+  try {
+    const auto values = nlohmann::json::parse(st.metadata.at("trainkit.values"));
+    for (const auto& [part, v] : values.items()) ckpt.parts[part].values = v;
+  } catch (const std::exception& e) {
+    bad_checkpoint(file, std::string("unreadable state values (") + e.what() + ")");
+  }
+  for (const auto& [name, t] : st.tensors) {
+    const auto slash = name.find('/');
+    if (slash == std::string::npos) bad_checkpoint(file, "tensor \"" + name + "\" has no part");
+    ckpt.parts[name.substr(0, slash)].tensors[name.substr(slash + 1)] = t;
+  }
+  return ckpt;
+}
+
+inline void write_checkpoint(const std::filesystem::path& path, const Checkpoint& ckpt) {
+  write_file_atomically(path, to_checkpoint_bytes(ckpt));
+}
+
+inline Checkpoint read_checkpoint(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("trainkit: cannot open checkpoint " + path.string());
+  std::string bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  return from_checkpoint_bytes(std::move(bytes), path.string());
+}
+
+/// `path` itself, or for a folder its latest checkpoint: `last.ckpt` when
+/// present, else the greatest `step-*.ckpt`.
+inline std::filesystem::path resolve_checkpoint(const std::filesystem::path& path) {
+  if (!std::filesystem::is_directory(path)) return path;
+  if (std::filesystem::exists(path / "last.ckpt")) return path / "last.ckpt";
+  std::filesystem::path best;
+  for (const auto& e : std::filesystem::directory_iterator(path)) {
+    const auto name = e.path().filename().string();
+    if (name.rfind("step-", 0) == 0 && e.path().extension() == ".ckpt" &&
+        (best.empty() || name > best.filename().string())) {
+      best = e.path();
+    }
+  }
+  if (best.empty())
+    throw Error("trainkit: no checkpoint (last.ckpt or step-*.ckpt) in " + path.string());
+  return best;
+}
+
+}  // namespace trainkit::io

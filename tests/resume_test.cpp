@@ -1,0 +1,204 @@
+// Checkpoints: an interrupted-and-resumed run ends bitwise equal to an
+// uninterrupted one (dropout RNG, accumulation, a threaded loader with random
+// transforms, mid-epoch and at an epoch end); callback, schedule and scaler
+// state survive; bad files are rejected whole, naming the file.
+#include <trainkit/trainkit.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+#include "support.hpp"
+
+using namespace trainkit;
+
+namespace {
+
+struct NetImpl : torch::nn::Module {
+  NetImpl() {
+    fc1 = register_module("fc1", torch::nn::Linear(16, 32));
+    drop = register_module("drop", torch::nn::Dropout(0.3));
+    fc2 = register_module("fc2", torch::nn::Linear(32, 4));
+  }
+  at::Tensor forward(at::Tensor x) { return fc2(drop(torch::relu(fc1(x.flatten(1))))); }
+  torch::nn::Linear fc1{nullptr}, fc2{nullptr};
+  torch::nn::Dropout drop{nullptr};
+};
+TORCH_MODULE(Net);
+
+using ResumableTrainer =
+    Trainer<optim::AdamW, sched::OneCycle, precision::Fp16, accumulate::Every<3>, clip::Norm>;
+
+const data::TensorDataset& dataset() {
+  static const data::TensorDataset ds = [] {
+    auto gen = data::generator(3);
+    return data::TensorDataset{at::randn({200, 4, 4}, gen), at::randint(0, 4, {200}, gen)};
+  }();
+  return ds;
+}
+
+std::unique_ptr<ResumableTrainer> make_trainer() {
+  torch::manual_seed(11);
+  return std::make_unique<ResumableTrainer>(
+      Net(),
+      ResumableTrainer::Options{.optim = {.lr = 1e-2},
+                                .sched = {.max_lr = 2e-2},
+                                .precision = {.autocast = false, .scaler = {.growth_interval = 4}},
+                                .clip = {.max_norm = 0.5}});
+}
+
+auto make_loader() {
+  // 200 samples, batch 16: 13 micro-batches per epoch = windows 3,3,3,3,1
+  return std::make_unique<data::Loader<data::TensorDataset, data::RandomSampler>>(
+      dataset(), data::RandomSampler({.size = 200, .seed = 5}),
+      data::LoaderOptions{.batch_size = 16,
+                          .workers = 2,
+                          .seed = 9,
+                          .device_transform = data::transforms::HorizontalFlip{0.5}});
+}
+
+/// Saves at chosen points and stops the run at one of them.
+struct Interrupt {
+  std::filesystem::path dir;
+  int64_t stop_at_step = -1;
+  int64_t stop_after_epoch = -1;
+  void on_step_end(TrainState& s) {
+    s.save_checkpoint(dir / ("step-" + std::to_string(s.step) + ".ckpt"));
+    if (s.step == stop_at_step) s.request_stop("interrupted");
+  }
+  void on_epoch_end(TrainState& s) {
+    s.save_checkpoint(dir / ("epoch-" + std::to_string(s.epoch) + ".ckpt"));
+    if (s.epoch == stop_after_epoch) s.request_stop("interrupted");
+  }
+};
+
+std::filesystem::path temp_dir(const std::string& name) {
+  const auto dir = std::filesystem::temp_directory_path() / name;
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+void expect_bitwise_equal(torch::nn::Module& a, torch::nn::Module& b) {
+  const auto pa = a.parameters(), pb = b.parameters();
+  REQUIRE(pa.size() == pb.size());
+  for (size_t i = 0; i < pa.size(); ++i) CHECK(torch::equal(pa[i], pb[i]));
+}
+
+}  // namespace
+
+TEST_CASE("a resumed run is bitwise equal to an uninterrupted one") {
+  at::set_num_threads(1);
+  const auto dir = temp_dir("trainkit_resume");
+  const FitOptions three_epochs{.epochs = 3};
+
+  auto reference = make_trainer();
+  auto loader = make_loader();
+  callbacks::EarlyStopping watch_ref({.monitor = "train_loss", .patience = 10});
+  const auto ref =
+      reference->fit(task::Classification{}, *loader, three_epochs, std::ref(watch_ref));
+
+  SUBCASE("interrupted in the middle of an epoch") {
+    auto first = make_trainer();
+    auto l1 = make_loader();
+    callbacks::EarlyStopping watch1({.monitor = "train_loss", .patience = 10});
+    const auto stopped = first->fit(task::Classification{}, *l1, three_epochs,
+                                    Interrupt{dir, /*stop_at_step=*/7}, std::ref(watch1));
+    CHECK(stopped.steps == 7);  // epoch 1, after 2 of its 5 steps
+    auto second = make_trainer();
+    auto l2 = make_loader();
+    callbacks::EarlyStopping watch2({.monitor = "train_loss", .patience = 10});
+    FitOptions resume = three_epochs;
+    resume.resume_from = dir / "step-7.ckpt";
+    const auto finished =
+        second->fit(task::Classification{}, *l2, resume, Interrupt{dir}, std::ref(watch2));
+    CHECK(finished.steps == 15);
+    expect_bitwise_equal(second->model(), reference->model());
+    CHECK(watch2.best() == watch_ref.best());  // early stopping state carried over
+    CHECK(watch2.best_epoch() == watch_ref.best_epoch());
+    CHECK(second->precision().scaler().scale_value() ==
+          reference->precision().scaler().scale_value());
+    CHECK(second->optimizer().lr() == reference->optimizer().lr());
+    CHECK(finished.metrics.at("train_loss") == ref.metrics.at("train_loss"));
+  }
+  SUBCASE("interrupted at an epoch end, resumed from the folder's latest") {
+    auto first = make_trainer();
+    auto l1 = make_loader();
+    first->fit(task::Classification{}, *l1, three_epochs,
+               Interrupt{dir, -1, /*stop_after_epoch=*/0});
+    std::filesystem::copy_file(dir / "epoch-0.ckpt", dir / "last.ckpt");
+    auto second = make_trainer();
+    auto l2 = make_loader();
+    FitOptions resume = three_epochs;
+    resume.resume_from = dir;  // a folder: its last.ckpt
+    const auto finished = second->fit(task::Classification{}, *l2, resume);
+    CHECK(finished.steps == 15);
+    CHECK(finished.epochs == 3);
+    expect_bitwise_equal(second->model(), reference->model());
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("bad checkpoints are rejected whole, naming the file and the problem") {
+  const auto dir = temp_dir("trainkit_bad_ckpt");
+  {
+    auto trainer = make_trainer();
+    auto loader = make_loader();
+    trainer->fit(task::Classification{}, *loader, {.epochs = 1}, Interrupt{dir, 2});
+  }
+  const auto good = dir / "step-2.ckpt";
+  auto trainer = make_trainer();
+  auto loader = make_loader();
+  const auto before = tk_test::snapshot(trainer->model());
+  auto expect_rejected = [&](const std::filesystem::path& file, const std::string& what) {
+    CAPTURE(what);
+    FitOptions options{.epochs = 1, .resume_from = file};
+    try {
+      trainer->fit(task::Classification{}, *loader, options);
+      FAIL("resumed from a bad checkpoint");
+    } catch (const Error& e) {
+      const std::string msg = e.what();
+      CHECK_MESSAGE(msg.find(file.string()) != std::string::npos, msg);
+      CHECK_MESSAGE(msg.find(what) != std::string::npos, msg);
+    }
+    const auto after = tk_test::snapshot(trainer->model());
+    for (size_t i = 0; i < before.size(); ++i) CHECK(torch::equal(before[i], after[i]));
+  };
+  std::ifstream in(good, std::ios::binary);
+  const std::string bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  auto write = [&](const std::string& name, const std::string& content) {
+    std::ofstream(dir / name, std::ios::binary)
+        .write(content.data(), std::streamsize(content.size()));
+    return dir / name;
+  };
+  expect_rejected(dir / "missing.ckpt", "cannot open checkpoint");
+  for (size_t cut : {size_t(0), size_t(5), size_t(100), bytes.size() / 2, bytes.size() - 1}) {
+    expect_rejected(write("cut.ckpt", bytes.substr(0, cut)), "");
+  }
+  for (size_t pos : {size_t(3), size_t(60), bytes.size() / 2, bytes.size() - 2}) {
+    auto flipped = bytes;
+    flipped[pos] = char(flipped[pos] ^ 0x10);
+    expect_rejected(write("flipped.ckpt", flipped), "");
+  }
+  expect_rejected(write("foreign.ckpt", io::to_safetensors({{"w", torch::ones({2})}})),
+                  "not a trainkit checkpoint");
+  // another model: same policies, a different shape
+  struct WideImpl : torch::nn::Module {
+    WideImpl() { fc = register_module("fc1", torch::nn::Linear(16, 33)); }
+    at::Tensor forward(at::Tensor x) { return fc(x.flatten(1)); }
+    torch::nn::Linear fc{nullptr};
+  };
+  auto wide = std::make_shared<WideImpl>();
+  ResumableTrainer wide_trainer(wide, {.precision = {.autocast = false}});
+  FitOptions to_wide{.epochs = 1, .resume_from = good};
+  CHECK_THROWS_WITH_AS(wide_trainer.fit(task::Classification{}, *loader, to_wide),
+                       doctest::Contains("checkpoint tensor \"fc1.weight\" is Float[32, 16], "
+                                         "expected Float[33, 16]"),
+                       Error);
+  // other policies
+  Trainer<optim::SGD> sgd{Net()};
+  FitOptions to_sgd{.epochs = 1, .resume_from = good};
+  CHECK_THROWS_WITH_AS(sgd.fit(task::Classification{}, *loader, to_sgd),
+                       doctest::Contains("was written by Trainer<trainkit::optim::AdamW"), Error);
+  CHECK_NOTHROW(trainer->fit(task::Classification{}, *loader, {.epochs = 1, .resume_from = good}));
+  std::filesystem::remove_all(dir);
+}
