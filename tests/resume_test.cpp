@@ -4,6 +4,7 @@
 // state survive; bad files are rejected whole, naming the file.
 #include <trainkit/trainkit.hpp>
 
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 
@@ -201,4 +202,98 @@ TEST_CASE("bad checkpoints are rejected whole, naming the file and the problem")
                        doctest::Contains("was written by Trainer<trainkit::optim::AdamW"), Error);
   CHECK_NOTHROW(trainer->fit(task::Classification{}, *loader, {.epochs = 1, .resume_from = good}));
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("ModelCheckpoint keeps the last K, links last.ckpt, keeps the best, and resumes") {
+  const auto dir = temp_dir("trainkit_model_ckpt");
+  auto trainer = make_trainer();
+  auto loader = make_loader();
+  callbacks::ModelCheckpoint saver(
+      {.dir = dir, .every_n_steps = 2, .keep_last = 2, .monitor = "train_loss"});
+  trainer->fit(task::Classification{}, *loader, {.epochs = 2}, std::ref(saver));
+  const auto kept = saver.checkpoints();
+  REQUIRE(kept.size() == 2);
+  CHECK(kept.back().filename() == "step-000000010.ckpt");  // the epoch end at step 10
+  CHECK(std::filesystem::is_symlink(dir / "last.ckpt"));
+  CHECK(std::filesystem::read_symlink(dir / "last.ckpt") == "step-000000010.ckpt");
+  CHECK(std::filesystem::exists(dir / "best.ckpt"));
+  for (const auto& f : kept) CHECK_NOTHROW(io::read_checkpoint(f));
+  // a third epoch from the folder continues at step 10
+  auto more = make_trainer();
+  auto l2 = make_loader();
+  const auto r = more->fit(task::Classification{}, *l2, {.epochs = 3, .resume_from = dir});
+  CHECK(r.steps == 15);
+  CHECK_THROWS_WITH_AS(callbacks::ModelCheckpoint({.every_n_steps = -1}),
+                       doctest::Contains("`model_checkpoint.every_n_steps` = -1 is invalid"),
+                       Error);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("NanGuard skips a non-finite step or stops naming it") {
+  struct Poison {
+    int64_t at_step;
+    int64_t seen = 0;
+    StepOutput step(ModelRef& model, const data::Batch& batch) {
+      auto out = task::Classification{}.step(model, batch);
+      if (seen++ == at_step) out.loss = out.loss * NAN;
+      return out;
+    }
+  };
+  data::TensorBatches batches(dataset(), {.batch_size = 50, .shuffle = false});
+  Trainer<optim::SGD, sched::Constant, precision::Fp32, accumulate::None, clip::Norm> t1{Net()};
+  callbacks::NanGuard skip({.action = callbacks::NanGuard::Action::Skip});
+  std::vector<std::vector<at::Tensor>> after;
+  struct Snap {
+    std::vector<std::vector<at::Tensor>>* out;
+    void on_step_end(TrainState& s) { out->push_back(tk_test::snapshot(s.model())); }
+  };
+  t1.fit(Poison{2}, batches, {.epochs = 1}, std::ref(skip), Snap{&after});
+  CHECK(skip.skipped() == 1);
+  REQUIRE(after.size() == 4);
+  for (size_t i = 0; i < after[1].size(); ++i) CHECK(torch::equal(after[1][i], after[2][i]));
+  for (const auto& p : after.back()) CHECK(torch::isfinite(p).all().item<bool>());
+  Trainer<optim::SGD> t2{Net()};
+  CHECK_THROWS_WITH_AS(t2.fit(Poison{1}, batches, {.epochs = 1}, callbacks::NanGuard{}),
+                       "trainkit: NanGuard: non-finite loss (nan) at step 2", Error);
+}
+
+TEST_CASE("SIGINT finishes the step, writes a checkpoint and returns; resuming continues exactly") {
+  const auto dir = temp_dir("trainkit_signal");
+  auto reference = make_trainer();
+  auto l0 = make_loader();
+  reference->fit(task::Classification{}, *l0, {.epochs = 2});
+  struct SendSignal {
+    void on_step_end(TrainState& s) {
+      if (s.step == 4) std::raise(SIGINT);  // handled: noted, the step completes
+    }
+  };
+  auto first = make_trainer();
+  auto l1 = make_loader();
+  const auto r =
+      first->fit(task::Classification{}, *l1,
+                 {.epochs = 2, .checkpoint_on_signal = dir / "interrupted.ckpt"}, SendSignal{});
+  CHECK(r.interrupted);
+  CHECK(r.steps == 4);
+  CHECK(r.stop_reason.find("interrupted by signal 2") != std::string::npos);
+  auto second = make_trainer();
+  auto l2 = make_loader();
+  const auto done = second->fit(task::Classification{}, *l2,
+                                {.epochs = 2, .resume_from = dir / "interrupted.ckpt"});
+  CHECK(done.steps == 10);
+  expect_bitwise_equal(second->model(), reference->model());
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("seed_everything and the deterministic switch") {
+  seed_everything(123);
+  const auto a = torch::randn({5});
+  seed_everything(123);
+  CHECK(torch::equal(a, torch::randn({5})));
+  set_deterministic(true);
+  CHECK(at::globalContext().deterministicAlgorithms());
+  CHECK(!at::globalContext().benchmarkCuDNN());
+  CHECK(!at::globalContext().allowTF32CuBLAS());
+  set_deterministic(false);
+  CHECK(!at::globalContext().deterministicAlgorithms());
+  CHECK(at::globalContext().benchmarkCuDNN());
 }

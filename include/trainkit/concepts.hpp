@@ -246,6 +246,7 @@ struct Mix : T, Probe {};
 
 TRAINKIT_HOOK(on_fit_begin, OnFitBegin)
 TRAINKIT_HOOK(on_epoch_begin, OnEpochBegin)
+TRAINKIT_HOOK(on_before_step, OnBeforeStep)
 TRAINKIT_HOOK(on_step_end, OnStepEnd)
 TRAINKIT_HOOK(on_validation_end, OnValidationEnd)
 TRAINKIT_HOOK(on_epoch_end, OnEpochEnd)
@@ -254,7 +255,8 @@ TRAINKIT_HOOK(on_exception, OnException)
 #undef TRAINKIT_HOOK
 
 template <class C>
-concept NamesAnyHook = NamesOnFitBegin<C> || NamesOnEpochBegin<C> || NamesOnStepEnd<C> ||
+concept NamesAnyHook =
+    NamesOnFitBegin<C> || NamesOnEpochBegin<C> || NamesOnBeforeStep<C> || NamesOnStepEnd<C> ||
     NamesOnValidationEnd<C> || NamesOnEpochEnd<C> || NamesOnFitEnd<C> || NamesOnException<C>;
 
 template <class C, class Hook>

@@ -57,6 +57,16 @@ class TrainState {
     stop_reason_ = std::move(reason);
   }
   bool stop_requested() const { return stop_; }
+
+  /// From on_before_step: do not apply this optimizer step (the gradients
+  /// are dropped, the schedule still advances, as for an fp16 overflow).
+  void skip_step(std::string reason = "step skipped") {
+    skip_ = true;
+    skip_reason_ = std::move(reason);
+  }
+  bool step_skipped() const { return skip_; }
+  const std::string& skip_reason() const { return skip_reason_; }
+  void clear_skip() { skip_ = false; }
   const std::string& stop_reason() const { return stop_reason_; }
   bool is_main_process() const { return main_process; }
 
@@ -76,6 +86,8 @@ class TrainState {
   torch::nn::Module* model_;
   bool stop_ = false;
   std::string stop_reason_;
+  bool skip_ = false;
+  std::string skip_reason_;
 };
 
 }  // namespace trainkit

@@ -21,6 +21,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <typeinfo>
 #include <vector>
@@ -33,6 +34,7 @@
 #include "trainkit/detail/callback_set.hpp"
 #include "trainkit/detail/loss_meter.hpp"
 #include "trainkit/detail/policy_checks.hpp"
+#include "trainkit/detail/signals.hpp"
 #include "trainkit/error.hpp"
 #include "trainkit/io/checkpoint.hpp"
 #include "trainkit/optim/adamw.hpp"
@@ -64,6 +66,9 @@ struct FitOptions {
   int64_t max_steps = -1;      ///< stop after this many optimizer steps (-1: no limit)
   /// Continue from this checkpoint file, or from the latest one in this folder.
   std::filesystem::path resume_from{};
+  /// When set, SIGINT/SIGTERM finish the current step, write a checkpoint
+  /// here and return (FitResult::interrupted); a second signal ends at once.
+  std::filesystem::path checkpoint_on_signal{};
 };
 
 using Metrics = std::map<std::string, double>;
@@ -72,6 +77,7 @@ struct FitResult {
   int64_t epochs = 0;  ///< epochs completed
   int64_t steps = 0;   ///< optimizer steps taken
   bool stopped = false;
+  bool interrupted = false;  ///< by a signal, after writing checkpoint_on_signal
   std::string stop_reason;
   Metrics metrics;  ///< the last epoch's metrics
 };
@@ -150,6 +156,8 @@ class Trainer {
       apply_schedule(state);
     }
     FitResult result;
+    std::optional<detail::SignalCatcher> signals;
+    if (!options.checkpoint_on_signal.empty()) signals.emplace();
     try {
       hooks.template dispatch<OnFitBegin>(state);
       model_.module().train();
@@ -175,16 +183,13 @@ class Trainer {
           }
           micro_batch(task, batch, /*last=*/k + 1 == n, n, state);
           if (++k == n) {
-            boundary(k, n, state);
+            end_step(k, n, state, hooks, options, result);
             k = 0;
-            hooks.template dispatch<OnStepEnd>(state);
             if (state.stop_requested() || state.step == options.max_steps) break;
           }
         }
-        if (k > 0) {
-          boundary(k, n, state);
-          hooks.template dispatch<OnStepEnd>(state);
-        }
+        if (result.interrupted) break;  // the checkpoint resumes inside this epoch
+        if (k > 0) end_step(k, n, state, hooks, options, result);
         if (!epoch_loss_.empty()) state.metrics["train_loss"] = epoch_loss_.mean();
         if (options.val_data) {
           for (const auto& [name, value] : evaluate(task, options.val_data)) {
@@ -404,18 +409,36 @@ class Trainer {
     ++state.batch;
   }
 
-  void boundary(int64_t seen, int64_t n, TrainState& state) {
+  template <class Hooks>
+  void boundary(int64_t seen, int64_t n, TrainState& state, Hooks& hooks) {
     parallel_.finish_sync(flat_);
     if (seen != n) flat_.scale_grad(static_cast<double>(n) / static_cast<double>(seen));
     precision_.unscale(flat_);
     clip_.clip(flat_);
-    precision_.step([this] { optimizer_.step(); });
+    if constexpr (HasLastNorm<Clip>) state.grad_norm_tensor = clip_.last_norm();
+    if constexpr (HasLossScale<Precision>) state.loss_scale_tensor = precision_.loss_scale();
+    hooks.template dispatch<OnBeforeStep>(state);
+    if (!state.step_skipped()) precision_.step([this] { optimizer_.step(); });
+    state.clear_skip();
     precision_.update();
     ++state.step;
     apply_schedule(state);
     flat_.zero_grad();
-    if constexpr (HasLastNorm<Clip>) state.grad_norm_tensor = clip_.last_norm();
-    if constexpr (HasLossScale<Precision>) state.loss_scale_tensor = precision_.loss_scale();
+  }
+
+  /// The boundary, on_step_end, and a pending signal's checkpoint.
+  template <class Hooks>
+  void end_step(int64_t seen, int64_t n, TrainState& state, Hooks& hooks, const FitOptions& options,
+                FitResult& result) {
+    boundary(seen, n, state, hooks);
+    hooks.template dispatch<OnStepEnd>(state);
+    if (options.checkpoint_on_signal.empty() || result.interrupted) return;
+    if (const int sig = detail::SignalCatcher::caught()) {
+      state.save_checkpoint(options.checkpoint_on_signal);
+      state.request_stop("interrupted by signal " + std::to_string(sig) + "; checkpoint " +
+                         options.checkpoint_on_signal.string());
+      result.interrupted = true;
+    }
   }
 
   void apply_schedule(TrainState& state) {

@@ -17,6 +17,7 @@
 #include "trainkit/parallel.hpp"
 #include "trainkit/params.hpp"
 #include "trainkit/precision.hpp"
+#include "trainkit/reproducibility.hpp"
 #include "trainkit/sched.hpp"
 #include "trainkit/state.hpp"
 #include "trainkit/task.hpp"

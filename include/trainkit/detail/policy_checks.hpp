@@ -157,16 +157,20 @@ constexpr bool check_task() {
 
 template <class C>
 constexpr bool check_callback() {
-  static_assert(NamesAnyHook<C>,
-                "A callback must define at least one hook, each `void NAME(trainkit::TrainState& "
-                "state)`: on_fit_begin, on_epoch_begin, on_step_end, on_validation_end, "
-                "on_epoch_end, on_fit_end, on_exception; see docs/callbacks.md");
+  static_assert(
+      NamesAnyHook<C>,
+      "A callback must define at least one hook, each `void NAME(trainkit::TrainState& "
+      "state)`: on_fit_begin, on_epoch_begin, on_before_step, on_step_end, on_validation_end, "
+      "on_epoch_end, on_fit_end, on_exception; see docs/callbacks.md");
   static_assert(HookWellFormed<C, OnFitBegin>,
                 "Callback member `on_fit_begin` must be callable as `void "
                 "on_fit_begin(trainkit::TrainState& state)`; see docs/callbacks.md");
   static_assert(HookWellFormed<C, OnEpochBegin>,
                 "Callback member `on_epoch_begin` must be callable as `void "
                 "on_epoch_begin(trainkit::TrainState& state)`; see docs/callbacks.md");
+  static_assert(HookWellFormed<C, OnBeforeStep>,
+                "Callback member `on_before_step` must be callable as `void "
+                "on_before_step(trainkit::TrainState& state)`; see docs/callbacks.md");
   static_assert(HookWellFormed<C, OnStepEnd>,
                 "Callback member `on_step_end` must be callable as `void "
                 "on_step_end(trainkit::TrainState& state)`; see docs/callbacks.md");
