@@ -2,7 +2,8 @@
 # One entry point for people and CI (see README.md):
 #   scripts/run.sh demo [demo flags]   install what is missing, build, train the demo
 #   scripts/run.sh test                install what is missing, build, run the whole suite
-#                                      (release, then the data tests under ThreadSanitizer)
+#                                      (release; data tests under ThreadSanitizer; all
+#                                      under AddressSanitizer + UBSan)
 #   scripts/run.sh bench               build and run the benchmarks
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -39,7 +40,9 @@ case "$cmd" in
   test)  install_missing
          build release; ctest --preset release -j "$(nproc)" "$@"
          # the threaded data pipeline under ThreadSanitizer
-         build tsan; ctest --preset tsan -j "$(nproc)" "$@" ;;
+         build tsan; ctest --preset tsan -j "$(nproc)" "$@"
+         # the whole suite under AddressSanitizer + UndefinedBehaviorSanitizer
+         build asan; ctest --preset asan -j "$(nproc)" "$@" ;;
   bench) install_missing; build bench; exec bash bench/run_all.sh build/bench ;;
   *) echo "usage: scripts/run.sh {setup|demo|test|bench} [args]" >&2; exit 2 ;;
 esac

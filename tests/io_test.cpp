@@ -184,3 +184,104 @@ TEST_CASE("atomic writes replace the file whole and leave no temporary behind") 
   CHECK(entries == 2);  // sub/ and occupied/: no *.tmp.* left
   std::filesystem::remove_all(dir);
 }
+
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+
+extern char** environ;
+
+namespace {
+
+/// Runs the kill helper; with `kill_after_step` > 0, SIGKILLs it as soon as
+/// it announces that step (its checkpoint is then being written).
+int run_helper(const std::filesystem::path& dir, const std::filesystem::path& out, bool resume,
+               int kill_after_step = -1, int delay_us = 0) {
+  int pipe_fds[2];
+  REQUIRE(::pipe(pipe_fds) == 0);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], STDOUT_FILENO);
+  posix_spawn_file_actions_addclose(&actions, pipe_fds[0]);
+  std::vector<std::string> args{TRAINKIT_KILL_HELPER, dir.string(), out.string()};
+  if (resume) args.push_back("--resume");
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  REQUIRE(posix_spawn(&pid, TRAINKIT_KILL_HELPER, &actions, nullptr, argv.data(), environ) == 0);
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(pipe_fds[1]);
+  FILE* from_child = ::fdopen(pipe_fds[0], "r");
+  char line[128];
+  const std::string target = "step " + std::to_string(kill_after_step) + "\n";
+  while (std::fgets(line, sizeof line, from_child)) {
+    if (kill_after_step > 0 && target == line) {
+      if (delay_us > 0) ::usleep(useconds_t(delay_us));
+      ::kill(pid, SIGKILL);
+      break;
+    }
+  }
+  std::fclose(from_child);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return status;
+}
+
+}  // namespace
+
+TEST_CASE("kill test: SIGKILL at any point, resume from disk, finish bitwise equal") {
+  const auto dir = temp_dir("trainkit_kill");
+  REQUIRE(WIFEXITED(run_helper(dir / "reference", dir / "reference.safetensors", false)));
+  const auto reference = io::load_safetensors(dir / "reference.safetensors");
+  // 1200 samples / 16 = 75 micro-batches = 19 steps per epoch (the last a partial
+  // window), 57 in all. Kills inside epochs, near an epoch's end, and a few
+  // microseconds into the announced checkpoint's write.
+  const std::vector<std::pair<int, int>> kills{{3, 0}, {19, 0}, {30, 150}, {41, 40}, {50, 400}};
+  for (const auto& [step, delay] : kills) {
+    CAPTURE(step);
+    CAPTURE(delay);
+    const auto run = dir / ("run-" + std::to_string(step));
+    const int killed = run_helper(run, run / "final.safetensors", false, step, delay);
+    CHECK((WIFSIGNALED(killed) && WTERMSIG(killed) == SIGKILL));
+    // no checkpoint on disk is ever unreadable
+    for (const auto& e : std::filesystem::directory_iterator(run)) {
+      if (e.path().extension() == ".ckpt") CHECK_NOTHROW(io::read_checkpoint(e.path()));
+    }
+    const int resumed = run_helper(run, run / "final.safetensors", true);
+    REQUIRE((WIFEXITED(resumed) && WEXITSTATUS(resumed) == 0));
+    const auto final_weights = io::load_safetensors(run / "final.safetensors");
+    REQUIRE(final_weights.tensors.size() == reference.tensors.size());
+    for (size_t i = 0; i < reference.tensors.size(); ++i) {
+      CHECK(torch::equal(final_weights.tensors[i].second, reference.tensors[i].second));
+    }
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("a checkpoint cut at every byte or with any byte flipped is rejected, never half-read") {
+  io::Checkpoint ckpt;
+  ckpt.parts["model"].tensors["w"] = torch::arange(24.0f).view({4, 6});
+  ckpt.parts["trainer"].values = {{"step", 12}, {"epoch_done", false}};
+  ckpt.parts["rng"].tensors["cpu"] = torch::arange(16, at::kByte);
+  const auto bytes = io::to_checkpoint_bytes(ckpt);
+  const auto back = io::from_checkpoint_bytes(bytes, "good.ckpt");
+  CHECK(torch::equal(back.parts.at("model").tensors.at("w"), ckpt.parts["model"].tensors["w"]));
+  CHECK(back.parts.at("trainer").value<int64_t>("step") == 12);
+  for (size_t cut = 0; cut < bytes.size(); ++cut) {
+    CHECK_THROWS_AS(io::from_checkpoint_bytes(bytes.substr(0, cut), "cut.ckpt"), Error);
+  }
+  size_t rejected = 0;
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    auto flipped = bytes;
+    flipped[i] = char(flipped[i] ^ 0x04);
+    try {
+      io::from_checkpoint_bytes(flipped, "flipped.ckpt");
+    } catch (const Error& e) {
+      ++rejected;
+    }
+  }
+  CHECK(rejected == bytes.size());  // the CRC covers every byte, header included
+  CHECK_THROWS_WITH_AS(io::from_checkpoint_bytes(bytes.substr(0, bytes.size() - 3), "cut.ckpt"),
+                       doctest::Contains("cut.ckpt: checksum mismatch"), Error);
+}

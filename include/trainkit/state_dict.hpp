@@ -5,7 +5,13 @@
 #include <torch/types.h>
 #include <nlohmann/json.hpp>
 
+#include <cmath>
+#include <limits>
+#include <cmath>
+#include <limits>
 #include <map>
+#include <type_traits>
+#include <type_traits>
 #include <sstream>
 #include <string>
 
@@ -34,7 +40,23 @@ struct StateDict {
   T value(const std::string& key) const {
     if (!values.contains(key))
       throw Error("trainkit: checkpoint state has no value \"" + key + "\"");
-    return values.at(key).get<T>();
+    const auto& v = values.at(key);
+    if constexpr (std::is_floating_point_v<T>) {
+      if (v.is_string()) {  // see number(): JSON has no infinity or NaN
+        const auto text = v.get<std::string>();
+        if (text == "inf") return std::numeric_limits<T>::infinity();
+        if (text == "-inf") return -std::numeric_limits<T>::infinity();
+        if (text == "nan") return std::numeric_limits<T>::quiet_NaN();
+      }
+    }
+    return v.get<T>();
+  }
+
+  /// A double as JSON, infinities and NaN as strings (JSON would make them null).
+  static nlohmann::json number(double x) {
+    if (std::isnan(x)) return "nan";
+    if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
+    return x;
   }
 };
 

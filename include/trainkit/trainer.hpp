@@ -13,6 +13,10 @@
 #include <torch/types.h>
 
 #include <ATen/CPUGeneratorImpl.h>
+#include "trainkit/detail/compat.hpp"
+#if TRAINKIT_HAS_CUDA
+#include <ATen/cuda/CUDAGeneratorImpl.h>
+#endif
 #include <cxxabi.h>
 
 #include <cstdint>
@@ -288,7 +292,7 @@ class Trainer {
     trainer = {{"signature", signature()},      {"epoch", state.epoch},
                {"batch", state.batch},          {"step", state.step},
                {"epoch_done", epoch_done_},     {"samples_seen", state.samples_seen},
-               {"loss_sum", epoch_loss_.sum()}, {"loss_count", epoch_loss_.count()}};
+               {"loss_sum", StateDict::number(epoch_loss_.sum())}, {"loss_count", epoch_loss_.count()}};
     auto& model = ckpt.parts["model"].tensors;
     for (const auto& [name, t] : io::module_tensors(model_.module())) {
       model[name] = clone ? t.detach().clone() : t.detach();
@@ -300,6 +304,13 @@ class Trainer {
       std::lock_guard<std::mutex> lock(gen.mutex());
       ckpt.parts["rng"].tensors["cpu"] = gen.get_state();
     }
+#if TRAINKIT_HAS_CUDA
+    for (int64_t i = 0; torch::cuda::is_available() && i < int64_t(torch::cuda::device_count()); ++i) {
+      auto gen = at::cuda::detail::getDefaultCUDAGenerator(c10::DeviceIndex(i));
+      std::lock_guard<std::mutex> lock(gen.mutex());
+      ckpt.parts["rng"].tensors["cuda." + std::to_string(i)] = gen.get_state();
+    }
+#endif
     hooks.for_each(
         [&](size_t i, auto& cb) { save_part(ckpt, "callback." + std::to_string(i), cb, clone); });
     return ckpt;
@@ -335,6 +346,16 @@ class Trainer {
       std::lock_guard<std::mutex> lock(gen.mutex());
       gen.set_state(rng);
     }
+#if TRAINKIT_HAS_CUDA
+    for (const auto& [name, t] : ckpt.parts.at("rng").tensors) {
+      if (name.rfind("cuda.", 0) != 0) continue;
+      const auto index = c10::DeviceIndex(std::stoi(name.substr(5)));
+      if (index >= c10::DeviceIndex(torch::cuda::device_count())) continue;
+      auto gen = at::cuda::detail::getDefaultCUDAGenerator(index);
+      std::lock_guard<std::mutex> lock(gen.mutex());
+      gen.set_state(t);
+    }
+#endif
     torch::NoGradGuard no_grad;
     for (size_t i = 0; i < targets.size(); ++i) targets[i].second.copy_(sources[i]);
     const auto& t = ckpt.parts.at("trainer");

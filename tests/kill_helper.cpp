@@ -1,0 +1,53 @@
+// A small training run for the kill test: trains 3 epochs with a checkpoint
+// after every optimizer step, printing "step N" just before each checkpoint
+// is written, then saves the final weights. `--resume` continues from the
+// latest checkpoint in the folder, if there is one.
+//   kill_helper DIR OUT.safetensors [--resume]
+#include <torch/torch.h>
+#include <trainkit/trainkit.hpp>
+
+#include <cstdio>
+#include <cstring>
+
+using namespace trainkit;
+
+struct NetImpl : torch::nn::Module {
+  NetImpl() {
+    fc1 = register_module("fc1", torch::nn::Linear(64, 128));
+    drop = register_module("drop", torch::nn::Dropout(0.2));
+    fc2 = register_module("fc2", torch::nn::Linear(128, 10));
+  }
+  at::Tensor forward(at::Tensor x) { return fc2(drop(torch::relu(fc1(x.flatten(1))))); }
+  torch::nn::Linear fc1{nullptr}, fc2{nullptr};
+  torch::nn::Dropout drop{nullptr};
+};
+TORCH_MODULE(Net);
+
+struct Announce {
+  void on_step_end(TrainState& s) {
+    std::printf("step %lld\n", (long long)s.step);
+    std::fflush(stdout);
+  }
+};
+
+int main(int argc, char** argv) {
+  if (argc < 3) return 2;
+  const std::filesystem::path dir = argv[1], out = argv[2];
+  const bool resume = argc > 3 && std::strcmp(argv[3], "--resume") == 0;
+  at::set_num_threads(1);
+  auto gen = data::generator(1);
+  const data::TensorDataset ds{at::randn({1200, 64}, gen), at::randint(0, 10, {1200}, gen)};
+  data::Loader loader(ds, data::RandomSampler({.size = 1200, .seed = 2}),
+                      {.batch_size = 16, .workers = 2, .seed = 3});
+  seed_everything(4);
+  Trainer<optim::AdamW, sched::OneCycle, precision::Fp32, accumulate::Every<4>> trainer(
+      Net(), {.sched = {.max_lr = 1e-2}});
+  FitOptions options{.epochs = 3};
+  if (resume && std::filesystem::exists(dir / "last.ckpt")) options.resume_from = dir;
+  // Announce first: "step N" is printed right before step N's checkpoint is written.
+  trainer.fit(task::Classification{}, loader, options, Announce{},
+              callbacks::ModelCheckpoint({.dir = dir, .every_n_steps = 1, .keep_last = 2}));
+  io::save_safetensors(out, trainer.model());
+  std::printf("done\n");
+  return 0;
+}
