@@ -10,6 +10,7 @@ echo "# OMP_NUM_THREADS=$OMP_NUM_THREADS, BLAS: $(readlink -f /usr/lib/x86_64-li
 "$BUILD/bench/bench_optim"
 "$BUILD/bench/bench_clip"
 "$BUILD/bench/bench_data"
+"$BUILD/bench/bench_checkpoint"
 trainer_line=$("$BUILD/bench/bench_trainer"); echo "$trainer_line"
 "$BUILD/bench/bench_trainer" --pagefaults default
 "$BUILD/bench/bench_trainer" --pagefaults keep

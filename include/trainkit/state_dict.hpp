@@ -7,13 +7,10 @@
 
 #include <cmath>
 #include <limits>
-#include <cmath>
-#include <limits>
 #include <map>
-#include <type_traits>
-#include <type_traits>
 #include <sstream>
 #include <string>
+#include <type_traits>
 
 #include "trainkit/error.hpp"
 

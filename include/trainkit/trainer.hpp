@@ -289,10 +289,14 @@ class Trainer {
   io::Checkpoint make_checkpoint(const TrainState& state, Hooks& hooks, bool clone) {
     io::Checkpoint ckpt;
     auto& trainer = ckpt.parts["trainer"].values;
-    trainer = {{"signature", signature()},      {"epoch", state.epoch},
-               {"batch", state.batch},          {"step", state.step},
-               {"epoch_done", epoch_done_},     {"samples_seen", state.samples_seen},
-               {"loss_sum", StateDict::number(epoch_loss_.sum())}, {"loss_count", epoch_loss_.count()}};
+    trainer = {{"signature", signature()},
+               {"epoch", state.epoch},
+               {"batch", state.batch},
+               {"step", state.step},
+               {"epoch_done", epoch_done_},
+               {"samples_seen", state.samples_seen},
+               {"loss_sum", StateDict::number(epoch_loss_.sum())},
+               {"loss_count", epoch_loss_.count()}};
     auto& model = ckpt.parts["model"].tensors;
     for (const auto& [name, t] : io::module_tensors(model_.module())) {
       model[name] = clone ? t.detach().clone() : t.detach();
@@ -305,7 +309,8 @@ class Trainer {
       ckpt.parts["rng"].tensors["cpu"] = gen.get_state();
     }
 #if TRAINKIT_HAS_CUDA
-    for (int64_t i = 0; torch::cuda::is_available() && i < int64_t(torch::cuda::device_count()); ++i) {
+    for (int64_t i = 0; torch::cuda::is_available() && i < int64_t(torch::cuda::device_count());
+         ++i) {
       auto gen = at::cuda::detail::getDefaultCUDAGenerator(c10::DeviceIndex(i));
       std::lock_guard<std::mutex> lock(gen.mutex());
       ckpt.parts["rng"].tensors["cuda." + std::to_string(i)] = gen.get_state();

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "trainkit/error.hpp"
+#include "trainkit/io/atomic_file.hpp"
 
 namespace trainkit::data::detail {
 
@@ -38,9 +39,8 @@ inline std::vector<uint8_t> read_bytes(const std::filesystem::path& path) {
     throw Error("trainkit: cannot open " + path.string() + " (nor " + gz.string() + ")");
   }
   if (path.extension() == ".gz") return read_gzip(path);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("trainkit: cannot open " + path.string());
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  const auto bytes = io::read_file(path);
+  return {bytes.begin(), bytes.end()};
 }
 
 }  // namespace trainkit::data::detail

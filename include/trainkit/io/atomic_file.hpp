@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <string_view>
 
@@ -33,6 +34,18 @@ inline void fsync_dir(const std::filesystem::path& dir) {
   ::close(fd);
 }
 }  // namespace detail
+
+/// The whole file, in one read (no per-byte stream iteration).
+inline std::string read_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) throw Error("trainkit: cannot open " + path.string());
+  std::string bytes(size_t(in.tellg()), '\0');
+  in.seekg(0);
+  if (!in.read(bytes.data(), std::streamsize(bytes.size()))) {
+    throw Error("trainkit: reading " + path.string() + " failed");
+  }
+  return bytes;
+}
 
 /// Replaces `path` with `contents`, atomically.
 inline void write_file_atomically(const std::filesystem::path& path, std::string_view contents) {

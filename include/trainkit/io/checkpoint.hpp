@@ -104,10 +104,9 @@ inline void write_checkpoint(const std::filesystem::path& path, const Checkpoint
 }
 
 inline Checkpoint read_checkpoint(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("trainkit: cannot open checkpoint " + path.string());
-  std::string bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  return from_checkpoint_bytes(std::move(bytes), path.string());
+  if (!std::filesystem::exists(path))
+    throw Error("trainkit: cannot open checkpoint " + path.string());
+  return from_checkpoint_bytes(read_file(path), path.string());
 }
 
 /// `path` itself, or for a folder its latest checkpoint: `last.ckpt` when

@@ -198,10 +198,7 @@ inline void save_safetensors(const std::filesystem::path& path, const NamedTenso
 }
 
 inline Safetensors load_safetensors(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("trainkit: cannot open " + path.string());
-  const std::string bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  return from_safetensors(bytes, path.string());
+  return from_safetensors(read_file(path), path.string());
 }
 
 /// A module's parameters and buffers by their dotted names ("fc1.weight").
