@@ -12,13 +12,6 @@ using namespace trainkit;
 
 namespace {
 
-std::filesystem::path temp_dir(const std::string& name) {
-  const auto dir = std::filesystem::temp_directory_path() / name;
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir;
-}
-
 /// A safetensors file from its parts: length, header text (padded), data.
 std::string handmade(std::string header, const std::string& data, uint64_t length_override = 0) {
   header.append((8 - header.size() % 8) % 8, ' ');
@@ -149,7 +142,7 @@ TEST_CASE("every truncation and every flipped byte loads cleanly or fails with t
 }
 
 TEST_CASE("module weights: save, load into a fresh model, and mismatches change nothing") {
-  const auto dir = temp_dir("trainkit_st_module");
+  const auto dir = tk_test::temp_dir("trainkit_st_module");
   auto trained = tk_test::seeded_mlp(1), fresh = tk_test::seeded_mlp(2);
   io::save_safetensors(dir / "model.safetensors", *trained);
   io::load_safetensors(dir / "model.safetensors", *fresh);
@@ -170,7 +163,7 @@ TEST_CASE("module weights: save, load into a fresh model, and mismatches change 
 }
 
 TEST_CASE("atomic writes replace the file whole and leave no temporary behind") {
-  const auto dir = temp_dir("trainkit_atomic");
+  const auto dir = tk_test::temp_dir("trainkit_atomic");
   const auto file = dir / "sub" / "state.bin";
   io::write_file_atomically(file, "first");
   io::write_file_atomically(file, "second, longer");
@@ -231,7 +224,7 @@ int run_helper(const std::filesystem::path& dir, const std::filesystem::path& ou
 }  // namespace
 
 TEST_CASE("kill test: SIGKILL at any point, resume from disk, finish bitwise equal") {
-  const auto dir = temp_dir("trainkit_kill");
+  const auto dir = tk_test::temp_dir("trainkit_kill");
   REQUIRE(WIFEXITED(run_helper(dir / "reference", dir / "reference.safetensors", false)));
   const auto reference = io::load_safetensors(dir / "reference.safetensors");
   // 1200 samples / 16 = 75 micro-batches = 19 steps per epoch (the last a partial

@@ -72,13 +72,6 @@ struct Interrupt {
   }
 };
 
-std::filesystem::path temp_dir(const std::string& name) {
-  const auto dir = std::filesystem::temp_directory_path() / name;
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir;
-}
-
 void expect_bitwise_equal(torch::nn::Module& a, torch::nn::Module& b) {
   const auto pa = a.parameters(), pb = b.parameters();
   REQUIRE(pa.size() == pb.size());
@@ -89,7 +82,7 @@ void expect_bitwise_equal(torch::nn::Module& a, torch::nn::Module& b) {
 
 TEST_CASE("a resumed run is bitwise equal to an uninterrupted one") {
   at::set_num_threads(1);
-  const auto dir = temp_dir("trainkit_resume");
+  const auto dir = tk_test::temp_dir("trainkit_resume");
   const FitOptions three_epochs{.epochs = 3};
 
   auto reference = make_trainer();
@@ -140,7 +133,7 @@ TEST_CASE("a resumed run is bitwise equal to an uninterrupted one") {
 }
 
 TEST_CASE("bad checkpoints are rejected whole, naming the file and the problem") {
-  const auto dir = temp_dir("trainkit_bad_ckpt");
+  const auto dir = tk_test::temp_dir("trainkit_bad_ckpt");
   {
     auto trainer = make_trainer();
     auto loader = make_loader();
@@ -205,7 +198,7 @@ TEST_CASE("bad checkpoints are rejected whole, naming the file and the problem")
 }
 
 TEST_CASE("ModelCheckpoint keeps the last K, links last.ckpt, keeps the best, and resumes") {
-  const auto dir = temp_dir("trainkit_model_ckpt");
+  const auto dir = tk_test::temp_dir("trainkit_model_ckpt");
   auto trainer = make_trainer();
   auto loader = make_loader();
   callbacks::ModelCheckpoint saver(
@@ -258,7 +251,7 @@ TEST_CASE("NanGuard skips a non-finite step or stops naming it") {
 }
 
 TEST_CASE("SIGINT finishes the step, writes a checkpoint and returns; resuming continues exactly") {
-  const auto dir = temp_dir("trainkit_signal");
+  const auto dir = tk_test::temp_dir("trainkit_signal");
   auto reference = make_trainer();
   auto l0 = make_loader();
   reference->fit(task::Classification{}, *l0, {.epochs = 2});

@@ -393,10 +393,6 @@ class Trainer {
       const bool done = t.value<bool>("epoch_done");
       first_epoch = t.value<int64_t>("epoch") + (done ? 1 : 0);
       first_batch = done ? 0 : t.value<int64_t>("batch");
-      if (!done)
-        epoch_loss_.restore(t.value<double>("loss_sum"), t.value<int64_t>("loss_count"));
-      else
-        epoch_loss_.reset();
       state.resumed = true;
     } catch (const std::exception& e) {
       std::string what = e.what();

@@ -2,8 +2,8 @@
 // clip::Norm: rescale gradients so their total p-norm is at most max_norm
 // (torch.nn.utils.clip_grad_norm_). The norm is taken over 4096-element chunks
 // of the flat gradient and then over the chunk norms: a handful of ops, no
-// host read, and float32 sums short enough for ~1e-8 relative accuracy (one
-// float32 norm over 16M elements is off by ~1e-3 in LibTorch 1.13).
+// host read, and short float32 sums (bench_clip: 1.4e-7 relative error on 16M
+// elements, where one plain float32 norm in LibTorch 1.13 is off by 7.6e-4).
 #include <cmath>
 #include <limits>
 #include <vector>

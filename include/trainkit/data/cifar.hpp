@@ -37,7 +37,7 @@ inline TensorDataset read_cifar_files(const std::vector<std::filesystem::path>& 
     auto x = at::empty({n, 3, 32, 32}, at::kByte);
     auto y = at::empty({n}, at::kLong);
     for (int64_t i = 0; i < n; ++i) {
-      const uint8_t* r = bytes.data() + size_t(i) * record;
+      const auto* r = reinterpret_cast<const uint8_t*>(bytes.data()) + size_t(i) * record;
       if (r[label_at] >= classes) {
         throw Error("trainkit: " + file.string() + ": record " + std::to_string(i) + " has label " +
                     std::to_string(r[label_at]) + ", expected < " + std::to_string(classes));

@@ -7,20 +7,19 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
-#include <vector>
 
 #include "trainkit/error.hpp"
 #include "trainkit/io/atomic_file.hpp"
 
 namespace trainkit::data::detail {
 
-inline std::vector<uint8_t> read_gzip(const std::filesystem::path& file) {
+inline std::string read_gzip(const std::filesystem::path& file) {
   gzFile gz = gzopen(file.c_str(), "rb");
   if (!gz) throw Error("trainkit: cannot open " + file.string());
-  std::vector<uint8_t> out;
-  uint8_t chunk[1 << 16];
+  std::string out;
+  char chunk[1 << 16];
   int n = 0;
-  while ((n = gzread(gz, chunk, sizeof chunk)) > 0) out.insert(out.end(), chunk, chunk + n);
+  while ((n = gzread(gz, chunk, sizeof chunk)) > 0) out.append(chunk, size_t(n));
   // A truncated stream ends like a clean one but leaves Z_BUF_ERROR behind.
   int err = Z_OK;
   const std::string message = gzerror(gz, &err);
@@ -31,7 +30,7 @@ inline std::vector<uint8_t> read_gzip(const std::filesystem::path& file) {
   return out;
 }
 
-inline std::vector<uint8_t> read_bytes(const std::filesystem::path& path) {
+inline std::string read_bytes(const std::filesystem::path& path) {
   if (!std::filesystem::exists(path)) {
     auto gz = path;
     gz += ".gz";
@@ -39,8 +38,7 @@ inline std::vector<uint8_t> read_bytes(const std::filesystem::path& path) {
     throw Error("trainkit: cannot open " + path.string() + " (nor " + gz.string() + ")");
   }
   if (path.extension() == ".gz") return read_gzip(path);
-  const auto bytes = io::read_file(path);
-  return {bytes.begin(), bytes.end()};
+  return io::read_file(path);
 }
 
 }  // namespace trainkit::data::detail

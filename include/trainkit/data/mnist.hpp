@@ -21,11 +21,12 @@ namespace detail {
 /// Parses an IDX file of unsigned bytes with `dims` dimensions.
 inline at::Tensor read_idx_u8(const std::filesystem::path& file, uint32_t dims) {
   const auto bytes = read_bytes(file);
+  const auto* b = reinterpret_cast<const uint8_t*>(bytes.data());
   const auto name = file.string();
   auto be32 = [&](size_t at) {
     if (bytes.size() < at + 4) throw Error("trainkit: " + name + ": truncated IDX header");
-    return uint32_t(bytes[at]) << 24 | uint32_t(bytes[at + 1]) << 16 |
-           uint32_t(bytes[at + 2]) << 8 | uint32_t(bytes[at + 3]);
+    return uint32_t(b[at]) << 24 | uint32_t(b[at + 1]) << 16 | uint32_t(b[at + 2]) << 8 |
+           uint32_t(b[at + 3]);
   };
   const uint32_t magic = be32(0), expected = 0x00000800u | dims;
   if (magic != expected) {

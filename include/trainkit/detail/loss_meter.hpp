@@ -58,11 +58,7 @@ class LossMeter {
     host_sum_ = sum;
     count_ = count;
   }
-  double mean() const {
-    if (count_ == 0) return 0.0;
-    const double device = device_sum_.defined() ? device_sum_.item<double>() : 0.0;
-    return (host_sum_ + device) / double(count_);
-  }
+  double mean() const { return count_ == 0 ? 0.0 : sum() / double(count_); }
 
  private:
   double host_sum_ = 0.0;

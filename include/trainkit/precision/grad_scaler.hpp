@@ -51,15 +51,19 @@ class GradScaler {
   /// Divides every gradient by the scale and records whether any is inf/NaN.
   void unscale(FlatParams& params) {
     torch::NoGradGuard no_grad;
-    const auto inv_scale = scale_.to(at::kDouble).reciprocal().to(at::kFloat);
     found_inf_.zero_();
-    for (auto& g : params.groups()) {
-      if (g.grad.is_cuda()) {
+    if (scale_.is_cuda()) {  // PyTorch's rounding: scale.double().reciprocal().float()
+      const auto inv_scale = scale_.to(at::kDouble).reciprocal().to(at::kFloat);
+      for (auto& g : params.groups()) {
         std::vector<at::Tensor> grads{g.grad};
         at::_amp_foreach_non_finite_check_and_unscale_(grads, found_inf_, inv_scale);
-      } else if (unscale_cpu(g.grad, inv_scale.item<float>())) {
-        found_inf_.fill_(1.0);
       }
+      return;
+    }
+    // The same value read from host memory: no tensors made, nothing to wait for.
+    const auto inv_scale = static_cast<float>(1.0 / double(*scale_.data_ptr<float>()));
+    for (auto& g : params.groups()) {
+      if (unscale_cpu(g.grad, inv_scale)) *found_inf_.data_ptr<float>() = 1.0f;
     }
   }
 
