@@ -1,6 +1,8 @@
 // The main job: a small CNN trained on the built-in glyph dataset (or MNIST
 // with --mnist DIR), AdamW + OneCycle in fp32, with a progress bar, early
 // stopping, a CSV log, per-epoch validation and a final accuracy line.
+// With --ddp it is one rank of a data-parallel run (parallel::DDP: Gloo on
+// CPUs, NCCL on GPUs), started by scripts/launch.sh, torchrun or srun.
 #include <torch/torch.h>
 #include <CLI/CLI.hpp>
 #include <trainkit/trainkit.hpp>
@@ -30,6 +32,8 @@ int main(int argc, char** argv) {
   app.add_option("--mnist", mnist_dir, "read MNIST IDX files from this folder instead");
   app.add_option("--csv", csv, "per-epoch CSV log");
   app.add_option("--model", model_name, "cnn or linear")->check(CLI::IsMember({"cnn", "linear"}));
+  bool ddp = false;
+  app.add_flag("--ddp", ddp, "one process of a DDP run (RANK/WORLD_SIZE/... from the launcher)");
   CLI11_PARSE(app, argc, argv);
   if (threads > 0) torch::set_num_threads(threads);
 
@@ -49,27 +53,40 @@ int main(int argc, char** argv) {
     std::fflush(stdout);  // before the progress bar writes to stderr
 
     // Random shifts of up to 2 pixels, drawn per batch on the device side.
-    data::Loader train_batches(train, data::RandomSampler({.size = train.size(), .seed = 42}),
+    // The trainer gives the sampler this process's shard under DDP.
+    data::Loader train_batches(train,
+                               data::DistributedSampler({.size = train.size(), .seed = 42}),
                                {.batch_size = batch_size,
                                 .workers = workers,
                                 .seed = 42,
                                 .device_transform = data::transforms::RandomCrop{28, 2}});
-    data::Loader val_batches(val, data::SequentialSampler(val.size()), {.batch_size = 500});
     torch::manual_seed(0);
-    using DemoTrainer = Trainer<optim::AdamW, sched::OneCycle, precision::Fp32>;
-    const DemoTrainer::Options options{.optim = {.lr = max_lr, .weight_decay = 0.01},
-                                       .sched = {.max_lr = max_lr}};
-    auto run = [&](auto model) {
-      DemoTrainer trainer(model, options);
+    auto run = [&]<class Parallel>(Parallel*, auto model) {
+      using DemoTrainer = Trainer<optim::AdamW, sched::OneCycle, precision::Fp32,
+                                  accumulate::None, clip::None, Parallel>;
+      DemoTrainer trainer(model, {.optim = {.lr = max_lr, .weight_decay = 0.01},
+                                  .sched = {.max_lr = max_lr}});
+      // Each rank validates its shard; the trainer averages over ranks.
+      data::Loader val_batches(val,
+                               data::DistributedSampler({.size = val.size(),
+                                                         .rank = trainer.parallel().rank(),
+                                                         .world_size = trainer.parallel().world_size(),
+                                                         .shuffle = false}),
+                               {.batch_size = 500});
       return trainer.fit(task::Classification{}, train_batches,
                          {.epochs = epochs, .val_data = val_batches, .log_every = 10},
                          callbacks::ProgressBar{},
                          callbacks::EarlyStopping({.monitor = "val_loss", .patience = 2}),
                          callbacks::CsvLogger({.path = csv}));
     };
-    const auto result = model_name == "cnn" ? run(SmallCnn()) : run(LinearModel());
+    auto pick_model = [&](auto* parallel) {
+      return model_name == "cnn" ? run(parallel, SmallCnn()) : run(parallel, LinearModel());
+    };
+    const auto result = ddp ? pick_model(static_cast<parallel::DDP*>(nullptr))
+                            : pick_model(static_cast<parallel::Single*>(nullptr));
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (parallel::Environment::detect().rank != 0) return 0;  // rank 0 reports
     std::printf("log: %s\n", csv.c_str());
     std::printf("final: val_accuracy %.4f val_loss %.4f after %lld epochs, %lld steps (%.1f s)\n",
                 result.metrics.at("val_accuracy"), result.metrics.at("val_loss"),

@@ -11,7 +11,9 @@
 #include <concepts>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <type_traits>
+#include <vector>
 
 #include "trainkit/data/batch.hpp"
 #include "trainkit/params.hpp"
@@ -200,6 +202,32 @@ concept HasIsMain = requires(const P& p) {
 template <class P>
 concept ParallelPolicy = HasDefaultOptions<P> && ParallelConstructible<P> && HasDevice<P> &&
     HasPrepare<P> && HasDeferSync<P> && HasFinishSync<P> && HasIsMain<P>;
+
+/// Optional, for multi-process policies (parallel::DDP): the optimizer steps
+/// what attach() returns; collectives let the trainer average metrics, agree
+/// on stops and write checkpoints once; after_step runs after each update.
+template <class P>
+concept HasAttach = requires(P& p, FlatParams& params) {
+  { p.attach(params) } -> std::same_as<FlatParams&>;
+};
+template <class P>
+concept HasCollectives = requires(P& p, std::vector<double> v, int64_t i, const std::string& s) {
+  { p.sum(v, s) } -> std::same_as<std::vector<double>>;
+  { p.max(i, s) } -> std::convertible_to<int64_t>;
+  p.barrier(s);
+  p.check_same(s, s);
+  { p.rank() } -> std::convertible_to<int>;
+  { p.world_size() } -> std::convertible_to<int>;
+};
+template <class P>
+concept HasAfterStep = requires(P& p, FlatParams& params) {
+  p.after_step(params);
+};
+template <class P>
+concept ShardsOptimizerState = requires(P& p, StateDict d) {
+  { p.gather_optimizer_state(d) } -> std::same_as<StateDict>;
+  { p.shard_optimizer_state(d) } -> std::same_as<StateDict>;
+};
 
 // ---- task: a batch in, a loss out -------------------------------------------
 //   struct MyTask { StepOutput step(ModelRef& model, const data::Batch& batch); };

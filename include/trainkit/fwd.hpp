@@ -44,6 +44,8 @@ class Value;
 }  // namespace clip
 namespace parallel {
 class Single;
+class DDP;
+class ZeroSharded;
 }  // namespace parallel
 namespace task {
 struct Classification;

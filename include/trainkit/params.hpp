@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <span>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "trainkit/error.hpp"
@@ -63,6 +64,25 @@ class FlatParams {
   /// One fill per group: the per-parameter `.grad()` views stay attached.
   void zero_grad() {
     for (auto& g : groups_) g.grad.zero_();
+  }
+
+  /// Elements [begin, end) of a group of `numel` that `rank` of `world` owns.
+  static std::pair<int64_t, int64_t> shard_range(int64_t numel, int rank, int world) {
+    return {numel * rank / world, numel * (rank + 1) / world};
+  }
+
+  /// This rank's slice of every group (ZeRO): the same storage, no
+  /// per-parameter views. An optimizer built on it steps only that slice.
+  FlatParams shard(int rank, int world) const {
+    FlatParams out;
+    for (const auto& g : groups_) {
+      const auto [begin, end] = shard_range(g.numel(), rank, world);
+      FlatGroup s;
+      s.data = g.data.narrow(0, begin, end - begin);
+      s.grad = g.grad.narrow(0, begin, end - begin);
+      out.groups_.push_back(std::move(s));
+    }
+    return out;
   }
 
   /// Multiplies every gradient by `factor` (partial accumulation windows).

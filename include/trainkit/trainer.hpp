@@ -109,7 +109,7 @@ class Trainer {
         parallel_(options.parallel),
         device_(prepare(parallel_, model_, options.keep_freed_cpu_memory)),
         flat_(model_.module()),
-        optimizer_(flat_, options.optim),
+        optimizer_(attach(parallel_, flat_), options.optim),
         scheduler_(options.sched),
         precision_(options.precision, device_),
         accumulate_(options.accumulate),
@@ -117,6 +117,10 @@ class Trainer {
         base_lr_(optimizer_.lr()) {
     detail::require_option(flat_.numel() > 0, "model", "no trainable parameters",
                            "a model with at least one parameter that requires grad");
+    if constexpr (HasCollectives<Parallel>) {
+      parallel_.check_same("trainer (policies and accumulation steps)",
+                           signature() + "/" + std::to_string(accumulate_.steps()));
+    }
   }
 
   /// Trains for `options.epochs` over `train_data` (any range of data::Batch;
@@ -135,6 +139,9 @@ class Trainer {
     state.epochs = options.epochs;
     state.log_every = options.log_every;
     state.main_process = parallel_.is_main();
+    if constexpr (requires { train_data.set_shard(int64_t{}, int64_t{}); }) {
+      train_data.set_shard(rank(), world_size());  // a distributed sampler takes its shard
+    }
     if constexpr (requires { train_data.size(); }) {
       state.batches_per_epoch = static_cast<int64_t>(train_data.size());
       state.steps_per_epoch = (state.batches_per_epoch + n - 1) / n;
@@ -150,8 +157,12 @@ class Trainer {
 
     detail::CallbackSet<Callbacks...> hooks(std::move(callbacks)...);
     epoch_done_ = false;
+    // Every rank calls this at the same point; rank 0 writes once all are there.
     state.checkpoint_writer = [&](const std::filesystem::path& path) {
-      if (state.is_main_process()) io::write_checkpoint(path, make_checkpoint(state, hooks, false));
+      barrier("checkpoint " + path.string());
+      auto ckpt = make_checkpoint(state, hooks, false);  // gathers sharded state: all ranks
+      if (state.is_main_process()) io::write_checkpoint(path, ckpt);
+      barrier("checkpoint " + path.string() + " written");
     };
     int64_t first_epoch = 0, first_batch = 0;
     if (!options.resume_from.empty()) {
@@ -194,7 +205,7 @@ class Trainer {
         }
         if (result.interrupted) break;  // the checkpoint resumes inside this epoch
         if (k > 0) end_step(k, n, state, hooks, options, result);
-        if (!epoch_loss_.empty()) state.metrics["train_loss"] = epoch_loss_.mean();
+        if (const auto loss = global_mean_loss()) state.metrics["train_loss"] = *loss;
         if (options.val_data) {
           for (const auto& [name, value] : evaluate(task, options.val_data)) {
             state.metrics["val_" + name] = value;
@@ -203,6 +214,7 @@ class Trainer {
         }
         epoch_done_ = true;
         hooks.template dispatch<OnEpochEnd>(state);
+        agree_on_stop(state);
         result.epochs = epoch + 1;
         if (state.step == options.max_steps) state.request_stop("max_steps reached");
       }
@@ -242,10 +254,18 @@ class Trainer {
       count += out.batch_size;
     });
     module.train(was_training);
-    Metrics metrics;
-    for (const auto& [name, sum] : sums) {
-      metrics[name] = count > 0 ? sum.template item<double>() / double(count) : 0.0;
+    std::vector<double> totals;  // sums and count over all ranks, in key order
+    for (const auto& [name, sum] : sums) totals.push_back(sum.template item<double>());
+    totals.push_back(double(count));
+    totals.push_back(double(totals.size()));  // every rank must report the same metrics
+    if constexpr (HasCollectives<Parallel>) totals = parallel_.sum(totals, "sum of validation metrics");
+    if (totals.back() != double(totals.size() - 1) * world_size()) {
+      throw Error("trainkit: the ranks' tasks report different sets of metrics");
     }
+    const double total = totals[totals.size() - 2];
+    Metrics metrics;
+    size_t i = 0;
+    for (const auto& [name, sum] : sums) metrics[name] = total > 0 ? totals[i++] / total : 0.0;
     return metrics;
   }
 
@@ -301,7 +321,11 @@ class Trainer {
     for (const auto& [name, t] : io::module_tensors(model_.module())) {
       model[name] = clone ? t.detach().clone() : t.detach();
     }
-    save_part(ckpt, "optim", optimizer_, clone);
+    if constexpr (ShardsOptimizerState<Parallel>) {
+      ckpt.parts["optim"] = parallel_.gather_optimizer_state(optimizer_.state_dict());
+    } else {
+      save_part(ckpt, "optim", optimizer_, clone);
+    }
     save_part(ckpt, "precision", precision_, clone);
     {
       auto gen = at::detail::getDefaultCPUGenerator();
@@ -341,7 +365,13 @@ class Trainer {
       throw Error("trainkit: the checkpoint's model has " + std::to_string(model.tensors.size()) +
                   " tensors, this model " + std::to_string(targets.size()));
     }
-    load_part(ckpt, "optim", optimizer_);
+    if constexpr (ShardsOptimizerState<Parallel>) {
+      io::Checkpoint local;
+      local.parts["optim"] = parallel_.shard_optimizer_state(ckpt.parts.at("optim"));
+      load_part(local, "optim", optimizer_);
+    } else {
+      load_part(ckpt, "optim", optimizer_);
+    }
     load_part(ckpt, "precision", precision_);
     hooks.for_each(
         [&](size_t i, auto& cb) { load_part(ckpt, "callback." + std::to_string(i), cb); });
@@ -440,7 +470,15 @@ class Trainer {
     if constexpr (HasLastNorm<Clip>) state.grad_norm_tensor = clip_.last_norm();
     if constexpr (HasLossScale<Precision>) state.loss_scale_tensor = precision_.loss_scale();
     hooks.template dispatch<OnBeforeStep>(state);
-    if (!state.step_skipped()) precision_.step([this] { optimizer_.step(); });
+    if constexpr (HasCollectives<Parallel> && Hooks::template defines<OnBeforeStep>) {
+      const auto skipped_by = parallel_.max(state.step_skipped() ? rank() + 1 : 0, "agree on skip");
+      if (skipped_by > 0 && !state.step_skipped())
+        state.skip_step("step skipped by rank " + std::to_string(skipped_by - 1));
+    }
+    if (!state.step_skipped()) {
+      precision_.step([this] { optimizer_.step(); });
+      if constexpr (HasAfterStep<Parallel>) parallel_.after_step(flat_);
+    }
     state.clear_skip();
     precision_.update();
     ++state.step;
@@ -454,13 +492,57 @@ class Trainer {
                 FitResult& result) {
     boundary(seen, n, state, hooks);
     hooks.template dispatch<OnStepEnd>(state);
-    if (options.checkpoint_on_signal.empty() || result.interrupted) return;
-    if (const int sig = detail::SignalCatcher::caught()) {
+    const bool watch_signals = !options.checkpoint_on_signal.empty() && !result.interrupted;
+    if constexpr (Hooks::template defines<OnStepEnd> || Hooks::template defines<OnBeforeStep>) {
+      agree_on_stop(state);
+    }
+    if (!watch_signals) return;
+    int sig = detail::SignalCatcher::caught();
+    if constexpr (HasCollectives<Parallel>) sig = int(parallel_.max(sig, "agree on signals"));
+    if (sig != 0) {
       state.save_checkpoint(options.checkpoint_on_signal);
       state.request_stop("interrupted by signal " + std::to_string(sig) + "; checkpoint " +
                          options.checkpoint_on_signal.string());
       result.interrupted = true;
     }
+  }
+
+  static FlatParams& attach(Parallel& parallel, FlatParams& flat) {
+    if constexpr (HasAttach<Parallel>) {
+      return parallel.attach(flat);
+    } else {
+      return flat;
+    }
+  }
+  int rank() const {
+    if constexpr (HasCollectives<Parallel>) return parallel_.rank();
+    return 0;
+  }
+  int world_size() const {
+    if constexpr (HasCollectives<Parallel>) return parallel_.world_size();
+    return 1;
+  }
+  void barrier(const std::string& what) {
+    if constexpr (HasCollectives<Parallel>) parallel_.barrier(what);
+  }
+
+  /// A stop requested on any rank stops all of them, at the same step.
+  void agree_on_stop(TrainState& state) {
+    if constexpr (HasCollectives<Parallel>) {
+      const auto by = parallel_.max(state.stop_requested() ? rank() + 1 : 0, "agree on stop");
+      if (by > 0 && !state.stop_requested())
+        state.request_stop("stop requested by rank " + std::to_string(by - 1));
+    }
+  }
+
+  /// The epoch's mean training loss over all ranks' micro-batches.
+  std::optional<double> global_mean_loss() {
+    std::vector<double> sum_count{epoch_loss_.sum(), double(epoch_loss_.count())};
+    if constexpr (HasCollectives<Parallel>) {
+      sum_count = parallel_.sum(sum_count, "sum of the epoch's training loss");
+    }
+    if (sum_count[1] == 0) return std::nullopt;
+    return sum_count[0] / sum_count[1];
   }
 
   void apply_schedule(TrainState& state) {

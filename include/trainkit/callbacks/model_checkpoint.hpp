@@ -4,7 +4,8 @@
 // linking to the newest (so `.resume_from = dir` finds it) and best.ckpt
 // for the best value of a monitored metric. Old ones are pruned to the last
 // `keep_last`, always after the new file is safely on disk, so a crash at any
-// point leaves at least one readable checkpoint. Main process only.
+// point leaves at least one readable checkpoint. Under DDP every rank takes
+// part (the state may be sharded) and the main process writes.
 #include <unistd.h>
 
 #include <algorithm>
@@ -53,7 +54,7 @@ class ModelCheckpoint {
 
   void on_epoch_end(TrainState& state) {
     if (options_.every_epoch) save(state);
-    if (options_.monitor.empty() || !state.is_main_process()) return;
+    if (options_.monitor.empty()) return;  // metrics agree across ranks: all save or none
     const auto it = state.metrics.find(options_.monitor);
     if (it == state.metrics.end()) {
       detail::throw_option_error("model_checkpoint.monitor", options_.monitor,
@@ -85,11 +86,12 @@ class ModelCheckpoint {
   }
 
  private:
+  // Every rank calls save_checkpoint (a collective under DDP); rank 0 writes.
   void save(TrainState& state) {
-    if (!state.is_main_process()) return;
     char name[48];
     std::snprintf(name, sizeof name, "step-%09lld.ckpt", (long long)state.step);
     state.save_checkpoint(options_.dir / name);  // atomic: temp file, fsync, rename
+    if (!state.is_main_process()) return;
     link_last(name);
     prune(options_.dir / name);
   }

@@ -22,11 +22,19 @@ class DistributedSampler {
     bool drop_last = false;
   };
   explicit DistributedSampler(const Options& o) : options_(o) {
+    trainkit::detail::require_option(o.size >= 0, "sampler.size", o.size,
+                                     "a number of samples >= 0");
+    set_shard(o.rank, o.world_size);
+  }
+
+  /// Takes the shard of `rank` among `world_size` processes (data::Loader
+  /// forwards the trainer's process group here).
+  void set_shard(int64_t rank, int64_t world_size) {
     using trainkit::detail::require_option;
-    require_option(o.size >= 0, "sampler.size", o.size, "a number of samples >= 0");
-    require_option(o.world_size >= 1, "sampler.world_size", o.world_size, "a number >= 1");
-    require_option(o.rank >= 0 && o.rank < o.world_size, "sampler.rank", o.rank,
-                   "0 <= rank < world_size");
+    require_option(world_size >= 1, "sampler.world_size", world_size, "a number >= 1");
+    require_option(rank >= 0 && rank < world_size, "sampler.rank", rank, "0 <= rank < world_size");
+    options_.rank = rank;
+    options_.world_size = world_size;
   }
 
   /// Samples this rank sees per epoch.

@@ -111,6 +111,17 @@ class Loader {
     start_ = 0;
   }
 
+  /// This process's place in a multi-process run (the Trainer calls it from
+  /// its parallel policy): a sampler with set_shard takes its shard, and
+  /// random transforms draw per rank. Rewinds to the epoch's first batch.
+  void set_shard(int64_t rank, int64_t world_size) {
+    if constexpr (requires { sampler_.set_shard(rank, world_size); }) {
+      sampler_.set_shard(rank, world_size);
+    }
+    options_.rank = rank;
+    set_epoch(epoch_);
+  }
+
   /// The next iteration starts at batch `index` of the epoch (exact resume).
   void set_start(int64_t index) {
     trainkit::detail::require_option(index >= 0 && index <= size(), "loader.start", index,

@@ -47,6 +47,10 @@ class CallbackSet {
         callbacks_);
   }
 
+  /// Whether any callback has the hook (known at compile time).
+  template <class Hook>
+  static constexpr bool defines = (Hook::template callable<unwrap_ref_t<Callbacks>> || ...);
+
   template <class Hook>
   void dispatch(TrainState& state) {
     std::apply([&](auto&... cb) { (Hook::call(unwrap(cb), state), ...); }, callbacks_);

@@ -1,0 +1,213 @@
+#pragma once
+// parallel::ProcessGroup: a c10d process group (Gloo on CPUs, NCCL on GPUs)
+// joined through a c10d::TCPStore that rank 0 serves. Every collective is
+// waited with the configured timeout, and a failure becomes a trainkit::Error
+// that names the collective and this rank: a dead or hung peer ends the run
+// with a message, never an endless hang.
+#include <torch/types.h>
+
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "trainkit/error.hpp"
+#include "trainkit/parallel/environment.hpp"
+
+#if __has_include(<gloo/algorithm.h>) && \
+    __has_include(<torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>)
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#define TRAINKIT_HAS_GLOO 1
+#else
+#define TRAINKIT_HAS_GLOO 0
+#endif
+#if TRAINKIT_HAS_CUDA && defined(USE_C10D_NCCL)
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#define TRAINKIT_HAS_NCCL 1
+#else
+#define TRAINKIT_HAS_NCCL 0
+#endif
+
+namespace trainkit::parallel {
+
+class ProcessGroup {
+ public:
+  using Work = c10::intrusive_ptr<c10d::Work>;
+  using Op = c10d::ReduceOp::RedOpType;
+
+  /// Joins the group described by `env` with `backend` ("gloo" or "nccl").
+  /// Blocks until all `env.world_size` ranks arrive, or `timeout` passes.
+  ProcessGroup(const Environment& env, const std::string& backend,
+               std::chrono::milliseconds timeout)
+      : env_(env), backend_(backend), timeout_(timeout) {
+    using trainkit::detail::require_option;
+    require_option(timeout.count() > 0, "parallel.timeout", timeout.count(),
+                   "a duration > 0 ms");
+    try {
+      c10d::TCPStoreOptions store_options;
+      store_options.port = static_cast<std::uint16_t>(env.master_port);
+      store_options.isServer = env.rank == 0;
+      store_options.numWorkers = static_cast<std::size_t>(env.world_size);
+      store_options.waitWorkers = true;
+      store_options.timeout = timeout;
+      store_ = c10::make_intrusive<c10d::TCPStore>(env.master_addr, store_options);
+    } catch (const std::exception& e) {
+      throw Error(where() + "cannot join the rendezvous at " + env.master_addr + ":" +
+                  std::to_string(env.master_port) + " within " + seconds(timeout) +
+                  " (are all " + std::to_string(env.world_size) +
+                  " processes started, with the same MASTER_ADDR/MASTER_PORT?): " + e.what());
+    }
+    if (backend == "gloo") {
+      make_gloo();
+    } else if (backend == "nccl") {
+      make_nccl();
+    } else {
+      trainkit::detail::throw_option_error("parallel.backend", backend, "\"gloo\" or \"nccl\"");
+    }
+  }
+
+  int rank() const { return env_.rank; }
+  int world_size() const { return env_.world_size; }
+  const Environment& environment() const { return env_; }
+  const std::string& backend() const { return backend_; }
+  std::chrono::milliseconds timeout() const { return timeout_; }
+
+  /// Starts an in-place all-reduce of one contiguous tensor.
+  Work all_reduce_async(const at::Tensor& t, Op op = c10d::ReduceOp::SUM) {
+    std::vector<at::Tensor> tensors{t};
+    c10d::AllreduceOptions o;
+    o.reduceOp = op;
+    o.timeout = timeout_;
+    return pg_->allreduce(tensors, o);
+  }
+  /// Starts an in-place broadcast of one contiguous tensor from `root`.
+  Work broadcast_async(const at::Tensor& t, int root) {
+    std::vector<at::Tensor> tensors{t};
+    c10d::BroadcastOptions o;
+    o.rootRank = root;
+    o.timeout = timeout_;
+    return pg_->broadcast(tensors, o);
+  }
+
+  /// Waits for `work`; on failure or timeout throws an Error naming `what`.
+  void wait(const Work& work, const std::string& what) const {
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      work->wait(timeout_);
+    } catch (const std::exception& e) {
+      const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
+          std::chrono::steady_clock::now() - start);
+      std::string cause = e.what();
+      if (const auto nl = cause.find('\n'); nl != std::string::npos) cause.resize(nl);
+      throw Error(where() + "collective `" + what + "` failed after " + seconds(waited) +
+                  " (timeout " + seconds(timeout_) +
+                  "): another rank died, hangs, or runs a different step; " + backend_ +
+                  " says: " + cause);
+    }
+  }
+
+  void all_reduce(const at::Tensor& t, const std::string& what, Op op = c10d::ReduceOp::SUM) {
+    wait(all_reduce_async(t, op), what);
+  }
+  void broadcast(const at::Tensor& t, int root, const std::string& what) {
+    wait(broadcast_async(t, root), what);
+  }
+  void barrier(const std::string& what) {
+    c10d::BarrierOptions o;
+    o.timeout = timeout_;
+    wait(pg_->barrier(o), what);
+  }
+
+  /// Element-wise sums of `values` over all ranks (CPU doubles, any backend).
+  std::vector<double> sum(std::vector<double> values, const std::string& what) {
+    auto t = at::tensor(values, at::kDouble).to(device_for_reductions());
+    all_reduce(t, what);
+    t = t.cpu();
+    std::copy_n(t.data_ptr<double>(), values.size(), values.begin());
+    return values;
+  }
+  /// The largest `value` over all ranks.
+  int64_t max(int64_t value, const std::string& what) {
+    auto t = at::tensor({value}, at::kLong).to(device_for_reductions());
+    all_reduce(t, what, c10d::ReduceOp::MAX);
+    return t.cpu().item<int64_t>();
+  }
+
+ private:
+  std::string where() const {
+    return "trainkit: rank " + std::to_string(env_.rank) + " of " +
+           std::to_string(env_.world_size) + ": ";
+  }
+  static std::string seconds(std::chrono::milliseconds ms) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.1f s", static_cast<double>(ms.count()) / 1000.0);
+    return text;
+  }
+  at::Device device_for_reductions() const {
+    return backend_ == "nccl" ? at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(
+                                                          env_.local_rank))
+                              : at::Device(at::kCPU);
+  }
+
+  void make_gloo() {
+#if TRAINKIT_HAS_GLOO
+    auto options = c10d::ProcessGroupGloo::Options::create(timeout_);
+    const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
+    const auto& addr = env_.master_addr;
+    const bool local = addr == "localhost" || addr.rfind("127.", 0) == 0;
+    options->devices.push_back(
+        ifname != nullptr && *ifname != '\0'
+            ? c10d::ProcessGroupGloo::createDeviceForInterface(ifname)
+            : (local ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
+                     : c10d::ProcessGroupGloo::createDefaultDevice()));
+    options->threads = 2;
+    try {
+      pg_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store_, env_.rank, env_.world_size,
+                                                        options);
+    } catch (const std::exception& e) {
+      throw Error(where() + "cannot connect the gloo process group: " + e.what());
+    }
+#else
+    trainkit::detail::throw_option_error("parallel.backend", backend_,
+                                         "\"nccl\" (this LibTorch has no Gloo headers)");
+#endif
+  }
+
+  void make_nccl() {
+#if TRAINKIT_HAS_NCCL
+    auto options = c10d::ProcessGroupNCCL::Options::create();
+    options->timeout = timeout_;
+    pg_ = c10::make_intrusive<c10d::ProcessGroupNCCL>(store_, env_.rank, env_.world_size,
+                                                      options);
+#else
+    trainkit::detail::throw_option_error("parallel.backend", backend_,
+                                         "\"gloo\" (this build has no CUDA/NCCL)");
+#endif
+  }
+
+  // LibTorch 1.13 derives the backends from ProcessGroup, 2.x from Backend.
+#if TRAINKIT_HAS_GLOO
+  using Base = std::conditional_t<std::is_base_of_v<c10d::Backend, c10d::ProcessGroupGloo>,
+                                  c10d::Backend, c10d::ProcessGroup>;
+#elif TRAINKIT_HAS_NCCL
+  using Base = std::conditional_t<std::is_base_of_v<c10d::Backend, c10d::ProcessGroupNCCL>,
+                                  c10d::Backend, c10d::ProcessGroup>;
+#else
+  using Base = c10d::ProcessGroup;
+#endif
+
+  Environment env_;
+  std::string backend_;
+  std::chrono::milliseconds timeout_;
+  c10::intrusive_ptr<c10d::Store> store_;
+  c10::intrusive_ptr<Base> pg_;
+};
+
+}  // namespace trainkit::parallel

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Starts N local processes of a command with the environment torchrun gives
+# them (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,
+# MASTER_PORT), for parallel::DDP and parallel::ZeroSharded:
+#
+#   scripts/launch.sh -n 2 [--port P] [--grace S] -- ./build/release/examples/demo --ddp
+#
+# When one process fails, the others get `--grace` seconds (default 10) to
+# report their own error (a collective that lost its peer fails within the
+# trainer's timeout), then are terminated. Exits with the first failure's
+# status, or 0.
+set -uo pipefail
+
+nproc=1 port="" grace=10
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -n|--nproc) nproc="$2"; shift 2 ;;
+    --port) port="$2"; shift 2 ;;
+    --grace) grace="$2"; shift 2 ;;
+    --) shift; break ;;
+    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    *) break ;;
+  esac
+done
+if [ $# -eq 0 ] || ! [[ "$nproc" =~ ^[1-9][0-9]*$ ]]; then
+  echo "usage: $0 -n N [--port P] [--grace S] -- command [args...]" >&2
+  exit 2
+fi
+
+port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+if [ -z "$port" ]; then
+  # Distinct per launcher (concurrent test runs), then the first free one;
+  # the program may use the next few ports for further process groups.
+  port=$((20000 + ($$ * 7919) % 30000))
+  while port_in_use "$port" || port_in_use $((port + 1)) || port_in_use $((port + 2)); do
+    port=$((port + 3))
+  done
+fi
+
+pids=()
+for ((rank = 0; rank < nproc; rank++)); do
+  RANK=$rank WORLD_SIZE=$nproc LOCAL_RANK=$rank LOCAL_WORLD_SIZE=$nproc \
+    MASTER_ADDR=127.0.0.1 MASTER_PORT=$port "$@" &
+  pids+=($!)
+done
+trap 'kill "${pids[@]}" 2>/dev/null; exit 130' INT TERM
+
+status=0 left=$nproc deadline=""
+while [ "$left" -gt 0 ]; do
+  if [ -n "$deadline" ] && [ "$(date +%s)" -ge "$deadline" ]; then
+    echo "launch.sh: stopping the ranks still running after a failure" >&2
+    kill "${pids[@]}" 2>/dev/null
+    wait 2>/dev/null
+    break
+  fi
+  for i in "${!pids[@]}"; do
+    pid=${pids[$i]}
+    [ -z "$pid" ] && continue
+    kill -0 "$pid" 2>/dev/null && continue
+    wait "$pid"
+    rc=$?
+    pids[$i]=""
+    left=$((left - 1))
+    if [ "$rc" -ne 0 ] && [ "$status" -eq 0 ]; then
+      status=$rc
+      echo "launch.sh: rank $i exited with status $rc" >&2
+      deadline=$(($(date +%s) + grace))
+    fi
+  done
+  [ "$left" -gt 0 ] && sleep 0.1
+done
+exit "$status"

@@ -1,0 +1,310 @@
+// One process of the multi-process tests. CTest starts N of them through
+// scripts/launch.sh (torchrun's environment); each runs the scenario named
+// by argv[1] over Gloo and checks it, exiting non-zero with a message when a
+// check fails. Scenarios that run several process groups one after another
+// use MASTER_PORT, MASTER_PORT + 1, ...
+#include <torch/torch.h>
+
+#include <trainkit/io/checkpoint.hpp>
+#include <trainkit/parallel/ddp.hpp>
+#include <trainkit/parallel/zero_sharded.hpp>
+#include <trainkit/trainkit.hpp>
+
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <string>
+#include <thread>
+
+namespace tk = trainkit;
+using namespace std::chrono_literals;
+
+namespace {
+
+int rank_env() { return std::stoi(std::getenv("RANK")); }
+int world_env() { return std::stoi(std::getenv("WORLD_SIZE")); }
+
+void check(bool ok, const std::string& what) {
+  if (!ok) throw std::runtime_error("check failed: " + what);
+}
+
+struct MlpImpl : torch::nn::Module {
+  MlpImpl(int64_t hidden, bool extra) {
+    fc1 = register_module("fc1", torch::nn::Linear(8, hidden));
+    fc2 = register_module("fc2", torch::nn::Linear(hidden, 1));
+    if (extra) unused = register_module("unused", torch::nn::Linear(4, 4));
+  }
+  at::Tensor forward(at::Tensor x) { return fc2(torch::tanh(fc1(x))); }
+  torch::nn::Linear fc1{nullptr}, fc2{nullptr}, unused{nullptr};
+};
+TORCH_MODULE(Mlp);
+
+Mlp make_model(int64_t hidden = 32, bool extra = false) {
+  torch::manual_seed(11);
+  return Mlp(hidden, extra);
+}
+
+tk::data::TensorDataset make_data(int64_t n) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(3);
+  auto x = at::randn({n, 8}, gen);
+  auto y = (x.sum(1, true) * 0.5).sin() + 0.1 * at::randn({n, 1}, gen);
+  return {x, y};
+}
+
+using Loader = tk::data::Loader<tk::data::TensorDataset, tk::data::DistributedSampler>;
+Loader make_loader(int64_t n, int64_t batch) {
+  return Loader(make_data(n), tk::data::DistributedSampler({.size = n, .seed = 5}),
+                {.batch_size = batch});
+}
+
+tk::parallel::DDP::Options ddp_options(int port_offset, std::chrono::milliseconds timeout = 60s) {
+  tk::parallel::DDP::Options o;
+  o.timeout = timeout;
+  o.rendezvous.master_port = std::stoi(std::getenv("MASTER_PORT")) + port_offset;
+  return o;
+}
+
+template <class Opt, class Acc, class Par>
+using T = tk::Trainer<Opt, tk::sched::Constant, tk::precision::Fp32, Acc, tk::clip::None, Par>;
+
+double max_rel_diff(torch::nn::Module& a, torch::nn::Module& b) {
+  const auto pa = a.parameters(), pb = b.parameters();
+  double worst = 0;
+  for (size_t i = 0; i < pa.size(); ++i) {
+    const auto d = (pa[i] - pb[i]).abs().max().item<double>() /
+                   pb[i].abs().max().clamp_min(1e-30).item<double>();
+    worst = std::max(worst, d);
+  }
+  return worst;
+}
+
+// DDP with W ranks x batch 16/W equals one process with batch 16 (SGD with
+// momentum, 20 steps, 100 samples: the last batch of each epoch is short).
+void parity() {
+  const int world = world_env();
+  const tk::optim::SGD::Options sgd{.lr = 0.05, .momentum = 0.9};
+  const tk::FitOptions fit{.epochs = 3, .max_steps = 20};
+
+  auto single = make_model();
+  T<tk::optim::SGD, tk::accumulate::None, tk::parallel::Single> ref(single, {.optim = sgd});
+  auto ref_data = make_loader(100, 16);
+  const auto ref_result = ref.fit(tk::task::Regression{}, ref_data, fit);
+
+  auto model = make_model();
+  T<tk::optim::SGD, tk::accumulate::None, tk::parallel::DDP> ddp(
+      model, {.optim = sgd, .parallel = ddp_options(0)});
+  auto data = make_loader(100, 16 / world);  // the trainer gives it this rank's shard
+  const auto result = ddp.fit(tk::task::Regression{}, data, fit);
+  const double err = max_rel_diff(*model, *single);
+  std::printf("rank %d: DDP vs one process, %lld steps: max rel diff %.3g\n", rank_env(),
+              (long long)result.steps, err);
+  check(result.steps == 20 && err < 1e-6, "DDP parameters equal one process's within 1e-6");
+  const double loss = result.metrics.at("train_loss"), ref_loss = ref_result.metrics.at("train_loss");
+  check(std::abs(loss - ref_loss) <= 1e-6 * std::abs(ref_loss),
+        "train_loss averaged over ranks equals one process's");
+
+  // Accumulation: W ranks x 2 micro-batches of 8/W, one exchange per step.
+  auto acc_model = make_model();
+  T<tk::optim::SGD, tk::accumulate::Every<2>, tk::parallel::DDP> acc(
+      acc_model, {.optim = sgd, .parallel = ddp_options(1)});
+  auto acc_data = make_loader(100, 8 / world);
+  const auto acc_result = acc.fit(tk::task::Regression{}, acc_data, fit);
+  const double acc_err = max_rel_diff(*acc_model, *single);
+  std::printf("rank %d: DDP + accumulate::Every<2> vs one process: max rel diff %.3g\n",
+              rank_env(), acc_err);
+  check(acc_result.steps == 20 && acc_err < 1e-6,
+        "DDP with accumulation equals one process within 1e-6");
+}
+
+// ZeroSharded steps the same parameters as DDP, with 1/W of the state.
+void zero_parity() {
+  const tk::optim::AdamW::Options adamw{.lr = 1e-2, .weight_decay = 0.01};
+  const tk::FitOptions fit{.epochs = 2};
+  auto ddp_model = make_model();
+  T<tk::optim::AdamW, tk::accumulate::None, tk::parallel::DDP> ddp(
+      ddp_model, {.optim = adamw, .parallel = ddp_options(0)});
+  auto data = make_loader(96, 8);
+  ddp.fit(tk::task::Regression{}, data, fit);
+
+  auto zero_model = make_model();
+  T<tk::optim::AdamW, tk::accumulate::None, tk::parallel::ZeroSharded> zero(
+      zero_model, {.optim = adamw, .parallel = ddp_options(1)});
+  zero.fit(tk::task::Regression{}, data, fit);
+  const double err = max_rel_diff(*zero_model, *ddp_model);
+  const auto full = ddp.optimizer().exp_avg()[0].numel();
+  const auto mine = zero.optimizer().exp_avg()[0].numel();
+  std::printf("rank %d: ZeroSharded vs DDP: max rel diff %.3g; state %lld of %lld elements\n",
+              rank_env(), err, (long long)mine, (long long)full);
+  check(err < 1e-6, "ZeroSharded parameters equal DDP's");
+  const auto [begin, end] = tk::FlatParams::shard_range(full, rank_env(), world_env());
+  check(mine == end - begin, "ZeroSharded keeps only this rank's slice of the state");
+}
+
+// A checkpoint callback for the resume scenarios.
+struct SaveAt {
+  int64_t step;
+  std::filesystem::path file;
+  void on_step_end(tk::TrainState& s) {
+    if (s.step == step) s.save_checkpoint(file);
+  }
+};
+
+// Global batch 24 on any world size: the samples of each step do not depend on W.
+constexpr int64_t kResumeSamples = 96, kGlobalBatch = 24;
+const tk::optim::AdamW::Options kResumeAdamW{.lr = 1e-2, .weight_decay = 0.01};
+using ZeroTrainer = T<tk::optim::AdamW, tk::accumulate::None, tk::parallel::ZeroSharded>;
+
+void zero_save(const std::filesystem::path& dir) {
+  auto model = make_model();
+  ZeroTrainer t(model, {.optim = kResumeAdamW, .parallel = ddp_options(0)});
+  auto data = make_loader(kResumeSamples, kGlobalBatch / world_env());
+  t.fit(tk::task::Regression{}, data, {.epochs = 3, .max_steps = 6},
+        SaveAt{6, dir / "zero.ckpt"});
+  const auto ckpt = tk::io::read_checkpoint(dir / "zero.ckpt");
+  const auto saved = ckpt.parts.at("optim").tensors.at("exp_avg.0").numel();
+  std::printf("rank %d: checkpoint at step 6 holds %lld optimizer elements of %lld\n", rank_env(),
+              (long long)saved, (long long)t.flat_params().numel());
+  check(saved == t.flat_params().numel(), "the checkpoint holds the full optimizer state");
+}
+
+void zero_resume(const std::filesystem::path& dir) {
+  auto model = make_model();
+  ZeroTrainer t(model, {.optim = kResumeAdamW, .parallel = ddp_options(0)});
+  auto data = make_loader(kResumeSamples, kGlobalBatch / world_env());
+  const auto r = t.fit(tk::task::Regression{}, data,
+                       {.epochs = 3, .max_steps = 12, .resume_from = dir / "zero.ckpt"});
+
+  auto single = make_model();
+  T<tk::optim::AdamW, tk::accumulate::None, tk::parallel::Single> ref(single,
+                                                                       {.optim = kResumeAdamW});
+  auto ref_data = make_loader(kResumeSamples, kGlobalBatch);
+  ref.fit(tk::task::Regression{}, ref_data, {.epochs = 3, .max_steps = 12});
+  const double err = max_rel_diff(*model, *single);
+  std::printf("rank %d of %d: resumed at step 6, ran to %lld: max rel diff to one uninterrupted "
+              "process %.3g\n",
+              rank_env(), world_env(), (long long)r.steps, err);
+  check(r.steps == 12 && err < 1e-5, "a resumed ZeroSharded run continues the saved one");
+}
+
+// A loss spike in one rank's data stops every rank at the same step.
+struct StopOnSpike {
+  void on_step_end(tk::TrainState& s) {
+    if (s.loss() > 100.0) s.request_stop("loss spike on rank " + std::to_string(rank_env()));
+  }
+};
+
+void early_stop() {
+  auto model = make_model();
+  T<tk::optim::SGD, tk::accumulate::None, tk::parallel::DDP> t(
+      model, {.optim = {.lr = 1e-3}, .parallel = ddp_options(0)});
+  auto data = make_data(160);
+  if (rank_env() == 1) data.targets.narrow(0, 6 * 8, 8).fill_(1000.0);  // batch 7 of rank 1
+  tk::data::TensorBatches batches(data, {.batch_size = 8, .shuffle = false});
+  const auto r = t.fit(tk::task::Regression{}, batches, {.epochs = 2}, StopOnSpike{});
+  const auto steps = t.parallel().sum({double(r.steps)}, "test: steps");
+  std::printf("rank %d: stopped at step %lld (%s)\n", rank_env(), (long long)r.steps,
+              r.stop_reason.c_str());
+  check(r.stopped && r.steps == 7, "stopped at step 7");
+  check(steps[0] == 7.0 * world_env(), "all ranks stopped at step 7");
+  if (rank_env() == 0) check(r.stop_reason == "stop requested by rank 1", "rank 0 says who stopped");
+}
+
+// Rank 1 dies (or hangs) at step 5; rank 0 must fail with an error naming
+// the collective and its rank within the timeout.
+constexpr auto kLostTimeout = 4s;
+
+void lost_rank(bool hang) {
+  auto model = make_model();
+  T<tk::optim::SGD, tk::accumulate::None, tk::parallel::DDP> t(
+      model, {.optim = {.lr = 1e-3}, .parallel = ddp_options(0, kLostTimeout)});
+  auto data = make_loader(400, 8);
+  struct Lose {
+    bool hang;
+    void on_step_end(tk::TrainState& s) {
+      if (s.step != 5 || rank_env() != 1) return;
+      if (!hang) std::raise(SIGKILL);
+      std::this_thread::sleep_for(3 * kLostTimeout);
+      std::_Exit(0);
+    }
+  };
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    t.fit(tk::task::Regression{}, data, {.epochs = 1}, Lose{hang});
+  } catch (const tk::Error& e) {
+    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const std::string what = e.what();
+    std::printf("rank %d: error after %.1f s: %s\n", rank_env(), waited, what.c_str());
+    check(what.find("rank 0 of 2") != std::string::npos && what.find("collective `") != std::string::npos,
+          "the error names the rank and the collective");
+    check(waited < 4.0 + 3.0, "the error came within the timeout");
+    std::printf("rank 0: failed as expected within the timeout\n");
+    return;
+  }
+  throw std::runtime_error("the run finished although rank 1 was lost");
+}
+
+// Different models on different ranks fail at construction, on every rank.
+void mismatch() {
+  auto model = make_model(rank_env() == 1 ? 33 : 32);
+  try {
+    T<tk::optim::SGD, tk::accumulate::None, tk::parallel::DDP> t(model,
+                                                                 {.parallel = ddp_options(0)});
+  } catch (const tk::Error& e) {
+    const std::string what = e.what();
+    std::printf("rank %d: %s\n", rank_env(), what.c_str());
+    check(what.find("differs between rank 0 and rank(s) 1") != std::string::npos,
+          "the error names the rank that differs");
+    return;
+  }
+  throw std::runtime_error("different models were not detected");
+}
+
+// A parameter without gradient is an error naming it, unless allowed.
+void unused() {
+  auto strict_model = make_model(32, true);
+  T<tk::optim::SGD, tk::accumulate::None, tk::parallel::DDP> strict(
+      strict_model, {.parallel = ddp_options(0)});
+  auto data = make_loader(64, 8);
+  try {
+    strict.fit(tk::task::Regression{}, data, {.epochs = 1});
+    throw std::runtime_error("the unused parameter was not reported");
+  } catch (const tk::Error& e) {
+    const std::string what = e.what();
+    std::printf("rank %d: %s\n", rank_env(), what.c_str());
+    check(what.find("unused.weight") != std::string::npos &&
+              what.find("find_unused_parameters") != std::string::npos,
+          "the error names the parameter and the switch");
+  }
+  auto model = make_model(32, true);
+  auto options = ddp_options(1);
+  options.find_unused_parameters = true;
+  T<tk::optim::SGD, tk::accumulate::None, tk::parallel::DDP> allowed(model, {.parallel = options});
+  const auto r = allowed.fit(tk::task::Regression{}, data, {.epochs = 1});
+  check(r.steps == 4, "with find_unused_parameters the run completes");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string scenario = argc > 1 ? argv[1] : "";
+  const std::filesystem::path dir = argc > 2 ? argv[2] : ".";
+  try {
+    if (scenario == "parity") parity();
+    else if (scenario == "zero_parity") zero_parity();
+    else if (scenario == "zero_save") zero_save(dir);
+    else if (scenario == "zero_resume") zero_resume(dir);
+    else if (scenario == "early_stop") early_stop();
+    else if (scenario == "killed_rank") lost_rank(false);
+    else if (scenario == "hung_rank") lost_rank(true);
+    else if (scenario == "mismatch") mismatch();
+    else if (scenario == "unused") unused();
+    else throw std::runtime_error("unknown scenario \"" + scenario + "\"");
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "rank %s: %s\n", std::getenv("RANK"), e.what());
+    return 1;
+  }
+  std::printf("rank %d: %s (ok)\n", rank_env(), scenario.c_str());
+  return 0;
+}
