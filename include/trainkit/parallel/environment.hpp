@@ -15,9 +15,9 @@ namespace trainkit::parallel {
 
 /// Values given in code; each one that is set replaces the environment's.
 struct Rendezvous {
-  std::optional<int> rank, world_size, local_rank;
-  std::optional<std::string> master_addr;
-  std::optional<int> master_port;
+  std::optional<int> rank{}, world_size{}, local_rank{};
+  std::optional<std::string> master_addr{};
+  std::optional<int> master_port{};
 };
 
 struct Environment {
