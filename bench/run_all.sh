@@ -11,6 +11,15 @@ echo "# OMP_NUM_THREADS=$OMP_NUM_THREADS, BLAS: $(readlink -f /usr/lib/x86_64-li
 "$BUILD/bench/bench_clip"
 "$BUILD/bench/bench_data"
 "$BUILD/bench/bench_checkpoint"
+# Data parallel: 2 ranks of 1 thread each over Gloo (rank 0 reports).
+bash scripts/launch.sh -n 2 -- "$BUILD/bench/bench_ddp" overlap
+one=$(bash scripts/launch.sh -n 1 -- "$BUILD/bench/bench_ddp" scaling); echo "$one"
+two=$(bash scripts/launch.sh -n 2 -- "$BUILD/bench/bench_ddp" scaling); echo "$two"
+awk -v a="$one" -v b="$two" 'BEGIN {
+  match(a, /"samples_per_s": [0-9.]+/); s1 = substr(a, RSTART + 17, RLENGTH - 17)
+  match(b, /"samples_per_s": [0-9.]+/); s2 = substr(b, RSTART + 17, RLENGTH - 17)
+  printf "{\"bench\": \"ddp_scaling_efficiency\", \"speedup_2_vs_1\": %.2f, \"efficiency\": %.2f}\n", s2 / s1, s2 / s1 / 2 }'
+bash scripts/launch.sh -n 2 -- "$BUILD/bench/bench_ddp" zero
 trainer_line=$("$BUILD/bench/bench_trainer"); echo "$trainer_line"
 "$BUILD/bench/bench_trainer" --pagefaults default
 "$BUILD/bench/bench_trainer" --pagefaults keep

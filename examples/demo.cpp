@@ -5,6 +5,7 @@
 // CPUs, NCCL on GPUs), started by scripts/launch.sh, torchrun or srun.
 #include <torch/torch.h>
 #include <CLI/CLI.hpp>
+#include <trainkit/parallel/ddp.hpp>
 #include <trainkit/trainkit.hpp>
 
 #include <chrono>
@@ -54,25 +55,25 @@ int main(int argc, char** argv) {
 
     // Random shifts of up to 2 pixels, drawn per batch on the device side.
     // The trainer gives the sampler this process's shard under DDP.
-    data::Loader train_batches(train,
-                               data::DistributedSampler({.size = train.size(), .seed = 42}),
+    data::Loader train_batches(train, data::DistributedSampler({.size = train.size(), .seed = 42}),
                                {.batch_size = batch_size,
                                 .workers = workers,
                                 .seed = 42,
                                 .device_transform = data::transforms::RandomCrop{28, 2}});
     torch::manual_seed(0);
     auto run = [&]<class Parallel>(Parallel*, auto model) {
-      using DemoTrainer = Trainer<optim::AdamW, sched::OneCycle, precision::Fp32,
-                                  accumulate::None, clip::None, Parallel>;
-      DemoTrainer trainer(model, {.optim = {.lr = max_lr, .weight_decay = 0.01},
-                                  .sched = {.max_lr = max_lr}});
+      using DemoTrainer = Trainer<optim::AdamW, sched::OneCycle, precision::Fp32, accumulate::None,
+                                  clip::None, Parallel>;
+      DemoTrainer trainer(
+          model, {.optim = {.lr = max_lr, .weight_decay = 0.01}, .sched = {.max_lr = max_lr}});
       // Each rank validates its shard; the trainer averages over ranks.
-      data::Loader val_batches(val,
-                               data::DistributedSampler({.size = val.size(),
-                                                         .rank = trainer.parallel().rank(),
-                                                         .world_size = trainer.parallel().world_size(),
-                                                         .shuffle = false}),
-                               {.batch_size = 500});
+      data::Loader val_batches(
+          val,
+          data::DistributedSampler({.size = val.size(),
+                                    .rank = trainer.parallel().rank(),
+                                    .world_size = trainer.parallel().world_size(),
+                                    .shuffle = false}),
+          {.batch_size = 500});
       return trainer.fit(task::Classification{}, train_batches,
                          {.epochs = epochs, .val_data = val_batches, .log_every = 10},
                          callbacks::ProgressBar{},

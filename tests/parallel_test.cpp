@@ -17,18 +17,18 @@ namespace {
 class ScopedEnv {
  public:
   explicit ScopedEnv(const std::map<std::string, std::string>& vars) {
-    for (const char* name : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT",
-                             "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NODELIST",
-                             "SLURM_STEP_NODELIST"}) {
+    for (const char* name :
+         {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "SLURM_PROCID",
+          "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NODELIST", "SLURM_STEP_NODELIST"}) {
       if (const char* v = std::getenv(name)) saved_[name] = v;
       ::unsetenv(name);
     }
     for (const auto& [k, v] : vars) ::setenv(k.c_str(), v.c_str(), 1);
   }
   ~ScopedEnv() {
-    for (const char* name : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT",
-                             "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NODELIST",
-                             "SLURM_STEP_NODELIST"})
+    for (const char* name :
+         {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "SLURM_PROCID",
+          "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NODELIST", "SLURM_STEP_NODELIST"})
       ::unsetenv(name);
     for (const auto& [k, v] : saved_) ::setenv(k.c_str(), v.c_str(), 1);
   }
@@ -39,8 +39,11 @@ class ScopedEnv {
 }  // namespace
 
 TEST_CASE("environment: torchrun variables") {
-  ScopedEnv env({{"RANK", "3"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "1"},
-                 {"MASTER_ADDR", "10.0.0.7"}, {"MASTER_PORT", "29511"}});
+  ScopedEnv env({{"RANK", "3"},
+                 {"WORLD_SIZE", "4"},
+                 {"LOCAL_RANK", "1"},
+                 {"MASTER_ADDR", "10.0.0.7"},
+                 {"MASTER_PORT", "29511"}});
   const auto e = Environment::detect();
   CHECK(e.source == "torchrun");
   CHECK(e.rank == 3);
@@ -51,8 +54,11 @@ TEST_CASE("environment: torchrun variables") {
 }
 
 TEST_CASE("environment: Slurm variables and the master from the node list") {
-  ScopedEnv env({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "8"}, {"SLURM_LOCALID", "1"},
-                 {"SLURM_NODELIST", "gpu[03-05,09],cpu1"}, {"MASTER_PORT", "29600"}});
+  ScopedEnv env({{"SLURM_PROCID", "5"},
+                 {"SLURM_NTASKS", "8"},
+                 {"SLURM_LOCALID", "1"},
+                 {"SLURM_NODELIST", "gpu[03-05,09],cpu1"},
+                 {"MASTER_PORT", "29600"}});
   const auto e = Environment::detect();
   CHECK(e.source == "slurm");
   CHECK(e.rank == 5);

@@ -1,5 +1,6 @@
 #pragma once
 // Parallel policies: device placement and gradient synchronisation.
-#include "trainkit/parallel/ddp.hpp"
+// parallel::DDP and parallel::ZeroSharded are included on their own
+// (trainkit/parallel/ddp.hpp, zero_sharded.hpp): LibTorch's c10d headers
+// add about 1 s to every file that includes them (docs/decisions.md).
 #include "trainkit/parallel/single.hpp"
-#include "trainkit/parallel/zero_sharded.hpp"

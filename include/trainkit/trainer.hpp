@@ -258,7 +258,8 @@ class Trainer {
     for (const auto& [name, sum] : sums) totals.push_back(sum.template item<double>());
     totals.push_back(double(count));
     totals.push_back(double(totals.size()));  // every rank must report the same metrics
-    if constexpr (HasCollectives<Parallel>) totals = parallel_.sum(totals, "sum of validation metrics");
+    if constexpr (HasCollectives<Parallel>)
+      totals = parallel_.sum(totals, "sum of validation metrics");
     if (totals.back() != double(totals.size() - 1) * world_size()) {
       throw Error("trainkit: the ranks' tasks report different sets of metrics");
     }
@@ -493,9 +494,7 @@ class Trainer {
     boundary(seen, n, state, hooks);
     hooks.template dispatch<OnStepEnd>(state);
     const bool watch_signals = !options.checkpoint_on_signal.empty() && !result.interrupted;
-    if constexpr (Hooks::template defines<OnStepEnd> || Hooks::template defines<OnBeforeStep>) {
-      agree_on_stop(state);
-    }
+    if constexpr (Hooks::size > 0) agree_on_stop(state);  // any hook may ask to stop
     if (!watch_signals) return;
     int sig = detail::SignalCatcher::caught();
     if constexpr (HasCollectives<Parallel>) sig = int(parallel_.max(sig, "agree on signals"));

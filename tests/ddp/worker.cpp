@@ -23,8 +23,12 @@ using namespace std::chrono_literals;
 
 namespace {
 
-int rank_env() { return std::stoi(std::getenv("RANK")); }
-int world_env() { return std::stoi(std::getenv("WORLD_SIZE")); }
+int rank_env() {
+  return std::stoi(std::getenv("RANK"));
+}
+int world_env() {
+  return std::stoi(std::getenv("WORLD_SIZE"));
+}
 
 void check(bool ok, const std::string& what) {
   if (!ok) throw std::runtime_error("check failed: " + what);
@@ -101,7 +105,8 @@ void parity() {
   std::printf("rank %d: DDP vs one process, %lld steps: max rel diff %.3g\n", rank_env(),
               (long long)result.steps, err);
   check(result.steps == 20 && err < 1e-6, "DDP parameters equal one process's within 1e-6");
-  const double loss = result.metrics.at("train_loss"), ref_loss = ref_result.metrics.at("train_loss");
+  const double loss = result.metrics.at("train_loss"),
+               ref_loss = ref_result.metrics.at("train_loss");
   check(std::abs(loss - ref_loss) <= 1e-6 * std::abs(ref_loss),
         "train_loss averaged over ranks equals one process's");
 
@@ -112,8 +117,8 @@ void parity() {
   auto acc_data = make_loader(100, 8 / world);
   const auto acc_result = acc.fit(tk::task::Regression{}, acc_data, fit);
   const double acc_err = max_rel_diff(*acc_model, *single);
-  std::printf("rank %d: DDP + accumulate::Every<2> vs one process: max rel diff %.3g\n",
-              rank_env(), acc_err);
+  std::printf("rank %d: DDP + accumulate::Every<2> vs one process: max rel diff %.3g\n", rank_env(),
+              acc_err);
   check(acc_result.steps == 20 && acc_err < 1e-6,
         "DDP with accumulation equals one process within 1e-6");
 }
@@ -160,8 +165,7 @@ void zero_save(const std::filesystem::path& dir) {
   auto model = make_model();
   ZeroTrainer t(model, {.optim = kResumeAdamW, .parallel = ddp_options(0)});
   auto data = make_loader(kResumeSamples, kGlobalBatch / world_env());
-  t.fit(tk::task::Regression{}, data, {.epochs = 3, .max_steps = 6},
-        SaveAt{6, dir / "zero.ckpt"});
+  t.fit(tk::task::Regression{}, data, {.epochs = 3, .max_steps = 6}, SaveAt{6, dir / "zero.ckpt"});
   const auto ckpt = tk::io::read_checkpoint(dir / "zero.ckpt");
   const auto saved = ckpt.parts.at("optim").tensors.at("exp_avg.0").numel();
   std::printf("rank %d: checkpoint at step 6 holds %lld optimizer elements of %lld\n", rank_env(),
@@ -178,13 +182,14 @@ void zero_resume(const std::filesystem::path& dir) {
 
   auto single = make_model();
   T<tk::optim::AdamW, tk::accumulate::None, tk::parallel::Single> ref(single,
-                                                                       {.optim = kResumeAdamW});
+                                                                      {.optim = kResumeAdamW});
   auto ref_data = make_loader(kResumeSamples, kGlobalBatch);
   ref.fit(tk::task::Regression{}, ref_data, {.epochs = 3, .max_steps = 12});
   const double err = max_rel_diff(*model, *single);
-  std::printf("rank %d of %d: resumed at step 6, ran to %lld: max rel diff to one uninterrupted "
-              "process %.3g\n",
-              rank_env(), world_env(), (long long)r.steps, err);
+  std::printf(
+      "rank %d of %d: resumed at step 6, ran to %lld: max rel diff to one uninterrupted "
+      "process %.3g\n",
+      rank_env(), world_env(), (long long)r.steps, err);
   check(r.steps == 12 && err < 1e-6, "a resumed ZeroSharded run continues the saved one");
 }
 
@@ -208,7 +213,8 @@ void early_stop() {
               r.stop_reason.c_str());
   check(r.stopped && r.steps == 7, "stopped at step 7");
   check(steps[0] == 7.0 * world_env(), "all ranks stopped at step 7");
-  if (rank_env() == 0) check(r.stop_reason == "stop requested by rank 1", "rank 0 says who stopped");
+  if (rank_env() == 0)
+    check(r.stop_reason == "stop requested by rank 1", "rank 0 says who stopped");
 }
 
 // Rank 1 dies (or hangs) at step 5; rank 0 must fail with an error naming
@@ -233,10 +239,12 @@ void lost_rank(bool hang) {
   try {
     t.fit(tk::task::Regression{}, data, {.epochs = 1}, Lose{hang});
   } catch (const tk::Error& e) {
-    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double waited =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const std::string what = e.what();
     std::printf("rank %d: error after %.1f s: %s\n", rank_env(), waited, what.c_str());
-    check(what.find("rank 0 of 2") != std::string::npos && what.find("collective `") != std::string::npos,
+    check(what.find("rank 0 of 2") != std::string::npos &&
+              what.find("collective `") != std::string::npos,
           "the error names the rank and the collective");
     check(waited < 4.0 + 3.0, "the error came within the timeout");
     std::printf("rank 0: failed as expected within the timeout\n");
@@ -264,8 +272,8 @@ void mismatch() {
 // A parameter without gradient is an error naming it, unless allowed.
 void unused() {
   auto strict_model = make_model(32, true);
-  T<tk::optim::SGD, tk::accumulate::None, tk::parallel::DDP> strict(
-      strict_model, {.parallel = ddp_options(0)});
+  T<tk::optim::SGD, tk::accumulate::None, tk::parallel::DDP> strict(strict_model,
+                                                                    {.parallel = ddp_options(0)});
   auto data = make_loader(64, 8);
   try {
     strict.fit(tk::task::Regression{}, data, {.epochs = 1});
@@ -290,8 +298,7 @@ void buffers() {
   torch::manual_seed(11);
   auto model = torch::nn::Sequential(torch::nn::Linear(8, 16), torch::nn::BatchNorm1d(16),
                                      torch::nn::Tanh(), torch::nn::Linear(16, 1));
-  T<tk::optim::SGD, tk::accumulate::None, tk::parallel::DDP> t(model,
-                                                               {.parallel = ddp_options(0)});
+  T<tk::optim::SGD, tk::accumulate::None, tk::parallel::DDP> t(model, {.parallel = ddp_options(0)});
   auto data = make_data(64);
   data.inputs.add_(double(rank_env()));  // different statistics on every rank
   tk::data::TensorBatches batches(data, {.batch_size = 8});
@@ -310,17 +317,28 @@ int main(int argc, char** argv) {
   const std::string scenario = argc > 1 ? argv[1] : "";
   const std::filesystem::path dir = argc > 2 ? argv[2] : ".";
   try {
-    if (scenario == "parity") parity();
-    else if (scenario == "zero_parity") zero_parity();
-    else if (scenario == "zero_save") zero_save(dir);
-    else if (scenario == "zero_resume") zero_resume(dir);
-    else if (scenario == "early_stop") early_stop();
-    else if (scenario == "killed_rank") lost_rank(false);
-    else if (scenario == "hung_rank") lost_rank(true);
-    else if (scenario == "mismatch") mismatch();
-    else if (scenario == "unused") unused();
-    else if (scenario == "buffers") buffers();
-    else throw std::runtime_error("unknown scenario \"" + scenario + "\"");
+    if (scenario == "parity")
+      parity();
+    else if (scenario == "zero_parity")
+      zero_parity();
+    else if (scenario == "zero_save")
+      zero_save(dir);
+    else if (scenario == "zero_resume")
+      zero_resume(dir);
+    else if (scenario == "early_stop")
+      early_stop();
+    else if (scenario == "killed_rank")
+      lost_rank(false);
+    else if (scenario == "hung_rank")
+      lost_rank(true);
+    else if (scenario == "mismatch")
+      mismatch();
+    else if (scenario == "unused")
+      unused();
+    else if (scenario == "buffers")
+      buffers();
+    else
+      throw std::runtime_error("unknown scenario \"" + scenario + "\"");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "rank %s: %s\n", std::getenv("RANK"), e.what());
     return 1;

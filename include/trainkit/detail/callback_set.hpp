@@ -47,6 +47,8 @@ class CallbackSet {
         callbacks_);
   }
 
+  static constexpr size_t size = sizeof...(Callbacks);
+
   /// Whether any callback has the hook (known at compile time).
   template <class Hook>
   static constexpr bool defines = (Hook::template callable<unwrap_ref_t<Callbacks>> || ...);

@@ -29,9 +29,9 @@
 #include <vector>
 
 #include "trainkit/error.hpp"
-#include "trainkit/params.hpp"
 #include "trainkit/parallel/environment.hpp"
 #include "trainkit/parallel/process_group.hpp"
+#include "trainkit/params.hpp"
 
 namespace trainkit::parallel {
 
@@ -67,10 +67,11 @@ class DDP {
     using trainkit::detail::require_option;
     require_option(o.bucket_mb > 0.0, "parallel.bucket_mb", o.bucket_mb, "a size in MB > 0");
     const bool cuda = torch::cuda::is_available();
-    device_ = o.device.value_or(cuda ? torch::Device(torch::kCUDA, c10::DeviceIndex(env_.local_rank))
-                                     : torch::Device(torch::kCPU));
-    const std::string backend = o.backend.empty() ? (device_.is_cuda() ? "nccl" : "gloo")
-                                                  : o.backend;
+    device_ =
+        o.device.value_or(cuda ? torch::Device(torch::kCUDA, c10::DeviceIndex(env_.local_rank))
+                               : torch::Device(torch::kCPU));
+    const std::string backend =
+        o.backend.empty() ? (device_.is_cuda() ? "nccl" : "gloo") : o.backend;
     if (device_.is_cuda()) {
       require_option(env_.local_rank < int(torch::cuda::device_count()), "LOCAL_RANK",
                      env_.local_rank,
@@ -141,8 +142,8 @@ class DDP {
       const auto element = static_cast<double>(g.grad.element_size());
       const double first_bytes = 1024.0 * 1024.0;
       for (size_t k = g.params.size(); k-- > 0;) {  // reverse registration order
-        const double cap = buckets_.size() <= 1 ? std::min(first_bytes, bucket_bytes())
-                                            : bucket_bytes();
+        const double cap =
+            buckets_.size() <= 1 ? std::min(first_bytes, bucket_bytes()) : bucket_bytes();
         const auto& p = g.params[k];
         if (buckets_.empty() || buckets_.back().group != gi ||
             double(buckets_.back().end - g.offsets[k]) * element > cap) {
@@ -199,6 +200,9 @@ class DDP {
   }
   int64_t max(int64_t value, const std::string& what) { return group_->max(value, what); }
   void barrier(const std::string& what) { group_->barrier(what); }
+
+  /// Buckets of the open step already started (all-reducing in the background).
+  size_t buckets_started() const { return next_; }
 
   /// Gradient buckets: (first element, elements) in the flat gradient of their group.
   std::vector<std::pair<int64_t, int64_t>> bucket_ranges() const {

@@ -81,7 +81,8 @@ inline Environment Environment::detect(const Rendezvous& given) {
     e.rank = env_int("SLURM_PROCID", *procid);
     e.world_size = env_int("SLURM_NTASKS", env("SLURM_NTASKS").value_or("1"));
     e.local_rank = env_int("SLURM_LOCALID", env("SLURM_LOCALID").value_or("0"));
-    if (auto nodes = env("SLURM_STEP_NODELIST") ? env("SLURM_STEP_NODELIST") : env("SLURM_NODELIST"))
+    if (auto nodes =
+            env("SLURM_STEP_NODELIST") ? env("SLURM_STEP_NODELIST") : env("SLURM_NODELIST"))
       e.master_addr = trainkit::detail::first_slurm_host(*nodes);
   }
   if (const auto addr = env("MASTER_ADDR")) e.master_addr = *addr;

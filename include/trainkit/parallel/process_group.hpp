@@ -21,7 +21,9 @@
 #include "trainkit/error.hpp"
 #include "trainkit/parallel/environment.hpp"
 
-#if __has_include(<gloo/algorithm.h>) && \
+// LibTorch's CMake target defines USE_C10D_GLOO when it was built with Gloo;
+// the Gloo headers come from Debian's libgloo-dev (or LibTorch's own copy).
+#if defined(USE_C10D_GLOO) && __has_include(<gloo/algorithm.h>) && \
     __has_include(<torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>)
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #define TRAINKIT_HAS_GLOO 1
@@ -48,8 +50,7 @@ class ProcessGroup {
                std::chrono::milliseconds timeout)
       : env_(env), backend_(backend), timeout_(timeout) {
     using trainkit::detail::require_option;
-    require_option(timeout.count() > 0, "parallel.timeout", timeout.count(),
-                   "a duration > 0 ms");
+    require_option(timeout.count() > 0, "parallel.timeout", timeout.count(), "a duration > 0 ms");
     try {
       c10d::TCPStoreOptions store_options;
       store_options.port = static_cast<std::uint16_t>(env.master_port);
@@ -60,8 +61,8 @@ class ProcessGroup {
       store_ = c10::make_intrusive<c10d::TCPStore>(env.master_addr, store_options);
     } catch (const std::exception& e) {
       throw Error(where() + "cannot join the rendezvous at " + env.master_addr + ":" +
-                  std::to_string(env.master_port) + " within " + seconds(timeout) +
-                  " (are all " + std::to_string(env.world_size) +
+                  std::to_string(env.master_port) + " within " + seconds(timeout) + " (are all " +
+                  std::to_string(env.world_size) +
                   " processes started, with the same MASTER_ADDR/MASTER_PORT?): " + e.what());
     }
     if (backend == "gloo") {
@@ -151,9 +152,9 @@ class ProcessGroup {
     return text;
   }
   at::Device device_for_reductions() const {
-    return backend_ == "nccl" ? at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(
-                                                          env_.local_rank))
-                              : at::Device(at::kCPU);
+    return backend_ == "nccl"
+               ? at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(env_.local_rank))
+               : at::Device(at::kCPU);
   }
 
   void make_gloo() {
@@ -169,8 +170,8 @@ class ProcessGroup {
                      : c10d::ProcessGroupGloo::createDefaultDevice()));
     options->threads = 2;
     try {
-      pg_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store_, env_.rank, env_.world_size,
-                                                        options);
+      pg_ =
+          c10::make_intrusive<c10d::ProcessGroupGloo>(store_, env_.rank, env_.world_size, options);
     } catch (const std::exception& e) {
       throw Error(where() + "cannot connect the gloo process group: " + e.what());
     }
@@ -184,8 +185,7 @@ class ProcessGroup {
 #if TRAINKIT_HAS_NCCL
     auto options = c10d::ProcessGroupNCCL::Options::create();
     options->timeout = timeout_;
-    pg_ = c10::make_intrusive<c10d::ProcessGroupNCCL>(store_, env_.rank, env_.world_size,
-                                                      options);
+    pg_ = c10::make_intrusive<c10d::ProcessGroupNCCL>(store_, env_.rank, env_.world_size, options);
 #else
     trainkit::detail::throw_option_error("parallel.backend", backend_,
                                          "\"gloo\" (this build has no CUDA/NCCL)");

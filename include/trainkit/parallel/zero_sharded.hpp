@@ -36,7 +36,8 @@ class ZeroSharded : public DDP {
     for (auto& g : flat.groups()) {
       for (int r = 0; r < world_size(); ++r) {
         const auto [begin, end] = FlatParams::shard_range(g.numel(), r, world_size());
-        if (end > begin) works.push_back(group_->broadcast_async(g.data.narrow(0, begin, end - begin), r));
+        if (end > begin)
+          works.push_back(group_->broadcast_async(g.data.narrow(0, begin, end - begin), r));
       }
     }
     for (auto& w : works) group_->wait(w, "broadcast of updated parameter shards");
