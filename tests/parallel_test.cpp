@@ -17,23 +17,21 @@ namespace {
 class ScopedEnv {
  public:
   explicit ScopedEnv(const std::map<std::string, std::string>& vars) {
-    for (const char* name :
-         {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "SLURM_PROCID",
-          "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NODELIST", "SLURM_STEP_NODELIST"}) {
+    for (const char* name : kNames) {
       if (const char* v = std::getenv(name)) saved_[name] = v;
       ::unsetenv(name);
     }
     for (const auto& [k, v] : vars) ::setenv(k.c_str(), v.c_str(), 1);
   }
   ~ScopedEnv() {
-    for (const char* name :
-         {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "SLURM_PROCID",
-          "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NODELIST", "SLURM_STEP_NODELIST"})
-      ::unsetenv(name);
+    for (const char* name : kNames) ::unsetenv(name);
     for (const auto& [k, v] : saved_) ::setenv(k.c_str(), v.c_str(), 1);
   }
 
  private:
+  static constexpr const char* kNames[] = {
+      "RANK",         "WORLD_SIZE",   "LOCAL_RANK",    "MASTER_ADDR",    "MASTER_PORT",
+      "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NODELIST", "SLURM_STEP_NODELIST"};
   std::map<std::string, std::string> saved_;
 };
 }  // namespace

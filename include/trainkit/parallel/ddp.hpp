@@ -95,7 +95,7 @@ class DDP {
   /// same one, and gives every rank rank 0's parameters and buffers.
   void prepare(torch::nn::Module& model) {
     model.to(device_);
-    module_ = &model;
+    buffers_ = model.buffers();
     std::string layout;
     for (const auto& item : model.named_parameters()) {
       names_[item.value().unsafeGetTensorImpl()] = item.key();
@@ -159,6 +159,10 @@ class DDP {
         slots_.push_back({p, buckets_.size() - 1, false});
       }
     }
+    for (size_t i = 0; i < buckets_.size(); ++i) {
+      buckets_[i].name = "all-reduce of gradient bucket " + std::to_string(i) + " of " +
+                         std::to_string(buckets_.size());
+    }
     for (size_t i = 0; i < slots_.size(); ++i) hook(i);
     reset_window();
     return flat;
@@ -183,14 +187,12 @@ class DDP {
                   "the loss depend on them");
     }
     for (size_t i = 0; i < buckets_.size(); ++i) {
-      group_->wait(buckets_[i].work, "all-reduce of gradient bucket " + std::to_string(i) + " of " +
-                                         std::to_string(buckets_.size()));
+      group_->wait(buckets_[i].work, buckets_[i].name);
       buckets_[i].work.reset();
     }
     reset_window();
-    if (options_.broadcast_buffers && module_ != nullptr) {
-      std::vector<at::Tensor> buffers = module_->buffers();
-      if (!buffers.empty()) broadcast_from_main(buffers, "broadcast of rank 0's buffers");
+    if (options_.broadcast_buffers && !buffers_.empty()) {
+      broadcast_from_main(buffers_, "broadcast of rank 0's buffers");
     }
   }
 
@@ -244,6 +246,7 @@ class DDP {
     std::vector<size_t> params;  ///< slots in it
     size_t pending = 0;
     ProcessGroup::Work work;
+    std::string name;  ///< for errors, made once in attach()
   };
   struct Slot {
     at::Tensor param;
@@ -317,7 +320,7 @@ class DDP {
   }
 
   torch::Device device_{torch::kCPU};
-  torch::nn::Module* module_ = nullptr;
+  std::vector<at::Tensor> buffers_;  ///< the model's, listed once in prepare()
   std::unordered_map<const void*, std::string> names_;
   std::vector<Bucket> buckets_;
   std::vector<Slot> slots_;

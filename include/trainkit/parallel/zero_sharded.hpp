@@ -46,7 +46,7 @@ class ZeroSharded : public DDP {
   /// The optimizer state of all ranks, assembled on every rank (a collective).
   StateDict gather_optimizer_state(StateDict local) {
     for (auto& [name, t] : local.tensors) {
-      const auto group = sharded_group(name, t);
+      const auto group = group_in(shard_, name, t);
       if (group < 0) continue;
       const int64_t numel = full_->groups()[size_t(group)].numel();
       auto full = at::empty({numel}, t.options());
@@ -67,7 +67,7 @@ class ZeroSharded : public DDP {
   StateDict shard_optimizer_state(const StateDict& full) const {
     StateDict out = full;
     for (auto& [name, t] : out.tensors) {
-      const auto group = full_group(name, t);
+      const auto group = group_in(*full_, name, t);
       if (group < 0) continue;
       const auto [begin, end] = FlatParams::shard_range(t.numel(), rank(), world_size());
       t = t.reshape({-1}).narrow(0, begin, end - begin);
@@ -86,18 +86,12 @@ class ZeroSharded : public DDP {
     }
     return std::stoi(name.substr(dot + 1));
   }
-  /// The group of a per-element state tensor of this rank's shard, or -1.
-  int sharded_group(const std::string& name, const at::Tensor& t) const {
+  /// The group whose per-element state `t` is in `params` (a shard or the
+  /// full buffers), or -1 for shared values.
+  static int group_in(const FlatParams& params, const std::string& name, const at::Tensor& t) {
     const int g = group_of(name);
-    const bool ok = g >= 0 && size_t(g) < shard_.groups().size() && t.dim() == 1 &&
-                    t.numel() == shard_.groups()[size_t(g)].numel();
-    return ok ? g : -1;
-  }
-  /// The group of a full per-element state tensor, or -1.
-  int full_group(const std::string& name, const at::Tensor& t) const {
-    const int g = group_of(name);
-    const bool ok = g >= 0 && size_t(g) < full_->groups().size() && t.dim() == 1 &&
-                    t.numel() == full_->groups()[size_t(g)].numel();
+    const bool ok = g >= 0 && size_t(g) < params.groups().size() && t.dim() == 1 &&
+                    t.numel() == params.groups()[size_t(g)].numel();
     return ok ? g : -1;
   }
 
