@@ -10,7 +10,8 @@ cd "$(dirname "$0")/.."
 
 # Debian packages and why: see the dependency table in README.md.
 PACKAGES=(build-essential cmake ninja-build libtorch-dev libopenblas0-openmp doctest-dev
-          nlohmann-json3-dev libcli11-dev clang-format zlib1g-dev libgloo-dev)
+          nlohmann-json3-dev libcli11-dev clang-format zlib1g-dev libgloo-dev
+          libxml2-dev libpng-dev chromium pkgconf)
 
 install_missing() {
   local missing=()

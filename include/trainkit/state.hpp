@@ -30,6 +30,13 @@ class TrainState {
   double lr = 0.0;           ///< learning rate of the next step
   /// Epoch-level metrics: train_loss, val_loss, val_<metric>, ...
   std::map<std::string, double> metrics;
+  /// Step-level scalars that callbacks publish on logging steps (Throughput,
+  /// LrMonitor) for the loggers after them in the callback list; cleared
+  /// after every step.
+  std::map<std::string, double> scalars;
+  /// The run's configuration (policies, options, world size), set before
+  /// on_fit_begin, for reports and hyperparameter records.
+  std::map<std::string, std::string> config;
   std::exception_ptr exception;  ///< set before on_exception
   bool resumed = false;          ///< this fit continued from a checkpoint
 

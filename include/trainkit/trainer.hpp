@@ -26,6 +26,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <typeinfo>
 #include <vector>
@@ -154,6 +155,7 @@ class Trainer {
     scheduler_.start({base_lr_, state.total_steps});
     apply_schedule(state);
     check_momentum_schedule();
+    describe(state, options);
 
     detail::CallbackSet<Callbacks...> hooks(std::move(callbacks)...);
     epoch_done_ = false;
@@ -292,6 +294,29 @@ class Trainer {
            type_name(typeid(Scheduler).name()) + ", " + type_name(typeid(Precision).name()) + ", " +
            type_name(typeid(Accumulate).name()) + ", " + type_name(typeid(Clip).name()) + ", " +
            type_name(typeid(Parallel).name()) + ">";
+  }
+
+  /// The run's configuration, for reports and hyperparameter records.
+  void describe(TrainState& state, const FitOptions& options) const {
+    auto& c = state.config;
+    c["trainer"] = signature();
+    c["optimizer"] = type_name(typeid(Optimizer).name());
+    c["scheduler"] = type_name(typeid(Scheduler).name());
+    c["precision"] = type_name(typeid(Precision).name());
+    c["accumulate"] = type_name(typeid(Accumulate).name());
+    c["clip"] = type_name(typeid(Clip).name());
+    c["parallel"] = type_name(typeid(Parallel).name());
+    std::ostringstream lr;
+    lr << base_lr_;
+    c["lr"] = lr.str();
+    c["accumulation_steps"] = std::to_string(accumulate_.steps());
+    c["epochs"] = std::to_string(options.epochs);
+    c["log_every"] = std::to_string(options.log_every);
+    c["max_steps"] = std::to_string(options.max_steps);
+    c["steps_per_epoch"] = std::to_string(state.steps_per_epoch);
+    c["world_size"] = std::to_string(world_size());
+    c["device"] = device_.str();
+    c["parameters"] = std::to_string(flat_.numel());
   }
 
   template <class Part>
@@ -493,6 +518,7 @@ class Trainer {
                 FitResult& result) {
     boundary(seen, n, state, hooks);
     hooks.template dispatch<OnStepEnd>(state);
+    if (!state.scalars.empty()) state.scalars.clear();
     const bool watch_signals = !options.checkpoint_on_signal.empty() && !result.interrupted;
     if constexpr (Hooks::size > 0) agree_on_stop(state);  // any hook may ask to stop
     if (!watch_signals) return;

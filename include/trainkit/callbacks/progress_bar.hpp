@@ -1,7 +1,7 @@
 #pragma once
 // callbacks::ProgressBar: on a terminal, a live bar redrawn every log_every
-// steps (steps/s, loss, lr, ETA); elsewhere (CI, files) plain lines a few
-// times per epoch. Reads the loss only on logging steps.
+// steps (steps/s, loss, lr, gradient norm and loss scale when present, ETA); elsewhere (CI, files)
+// plain lines a few times per epoch. Reads the loss only on logging steps.
 #include <unistd.h>
 
 #include <algorithm>
@@ -45,9 +45,9 @@ class ProgressBar {
       if (state.should_log() || done == total) draw(state, done, total);
     } else if (total > 0 && done * options_.lines_per_epoch >= next_line_ * total && done < total) {
       ++next_line_;
-      std::fprintf(stderr, "epoch %lld/%lld  step %lld/%lld  loss %.4f  lr %.3g  %.1f steps/s\n",
+      std::fprintf(stderr, "epoch %lld/%lld  step %lld/%lld  loss %.4f  lr %.3g  %.1f steps/s%s\n",
                    (long long)state.epoch + 1, (long long)state.epochs, (long long)done,
-                   (long long)total, state.loss(), state.lr, rate(done));
+                   (long long)total, state.loss(), state.lr, rate(done), extras(state).c_str());
     }
   }
 
@@ -81,6 +81,21 @@ class ProgressBar {
     return s > 0 ? double(done) / s : 0.0;
   }
 
+  /// The gradient norm and the loss scale, when the policies report them.
+  static std::string extras(const TrainState& state) {
+    char buf[64];
+    std::string out;
+    if (const auto norm = state.grad_norm()) {
+      std::snprintf(buf, sizeof buf, "  |g| %.3g", *norm);
+      out += buf;
+    }
+    if (const auto scale = state.loss_scale()) {
+      std::snprintf(buf, sizeof buf, "  scale %.0f", *scale);
+      out += buf;
+    }
+    return out;
+  }
+
   void draw(TrainState& state, int64_t done, int64_t total) {
     const double r = rate(done);
     std::string bar;
@@ -96,9 +111,7 @@ class ProgressBar {
     std::fprintf(stderr, "\r\033[Kepoch %lld/%lld %s%lld/%lld  %.1f steps/s  loss %.4f  lr %.3g",
                  (long long)state.epoch + 1, (long long)state.epochs, bar.c_str(), (long long)done,
                  (long long)total, r, state.loss(), state.lr);
-    if (const auto norm = state.grad_norm()) std::fprintf(stderr, "  |g| %.3g", *norm);
-    if (const auto scale = state.loss_scale()) std::fprintf(stderr, "  scale %.0f", *scale);
-    std::fprintf(stderr, "  ETA %d:%02d", int(eta) / 60, int(eta) % 60);
+    std::fprintf(stderr, "%s  ETA %d:%02d", extras(state).c_str(), int(eta) / 60, int(eta) % 60);
     std::fflush(stderr);
   }
 
