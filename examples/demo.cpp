@@ -1,6 +1,9 @@
 // The main job: a small CNN trained on the built-in glyph dataset (or MNIST
 // with --mnist DIR), AdamW + OneCycle in fp32, with a progress bar, early
-// stopping, a CSV log, per-epoch validation and a final accuracy line.
+// stopping, per-epoch validation and a final accuracy line. It logs to
+// runs/demo/ (--runs-dir): a CSV and a JSON-lines log, TensorBoard event
+// files and a self-contained HTML run report; --profile A:B adds a Chrome
+// trace and an operator table of steps [A, B).
 // With --ddp it is one rank of a data-parallel run (parallel::DDP: Gloo on
 // CPUs, NCCL on GPUs), started by scripts/launch.sh, torchrun or srun.
 #include <torch/torch.h>
@@ -21,7 +24,8 @@ int main(int argc, char** argv) {
   int64_t epochs = 6, train_size = 12000, val_size = 2000, batch_size = 64, workers = 1;
   int threads = 0;
   double max_lr = 3e-3;
-  std::string mnist_dir, csv = "runs/demo/log.csv", model_name = "cnn";
+  double peak_flops = 0;
+  std::string mnist_dir, runs_dir = "runs/demo", csv, model_name = "cnn", profile;
   app.add_option("--epochs", epochs, "training epochs")->check(CLI::PositiveNumber);
   app.add_option("--train-size", train_size, "glyphs to train on")->check(CLI::PositiveNumber);
   app.add_option("--val-size", val_size, "glyphs to validate on")->check(CLI::PositiveNumber);
@@ -31,12 +35,24 @@ int main(int argc, char** argv) {
   app.add_option("--workers", workers, "data loader threads building batches ahead")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--mnist", mnist_dir, "read MNIST IDX files from this folder instead");
-  app.add_option("--csv", csv, "per-epoch CSV log");
+  app.add_option("--runs-dir", runs_dir, "folder for the logs, TensorBoard files and report");
+  app.add_option("--csv", csv, "per-epoch CSV log (default: <runs-dir>/log.csv)");
+  app.add_option("--profile", profile, "profile optimizer steps A:B (e.g. 20:25)");
+  app.add_option("--peak-flops", peak_flops, "the device's peak FLOP/s, for MFU")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--model", model_name, "cnn or linear")->check(CLI::IsMember({"cnn", "linear"}));
   bool ddp = false;
   app.add_flag("--ddp", ddp, "one process of a DDP run (RANK/WORLD_SIZE/... from the launcher)");
   CLI11_PARSE(app, argc, argv);
   if (threads > 0) torch::set_num_threads(threads);
+  if (csv.empty()) csv = runs_dir + "/log.csv";
+  int64_t profile_first = 0, profile_last = 0;
+  if (!profile.empty() && std::sscanf(profile.c_str(), "%lld:%lld", (long long*)&profile_first,
+                                      (long long*)&profile_last) != 2) {
+    std::fprintf(stderr, "demo: --profile takes A:B, two step numbers; got \"%s\"\n",
+                 profile.c_str());
+    return 2;
+  }
 
   try {
     const auto start = std::chrono::steady_clock::now();
@@ -74,11 +90,25 @@ int main(int argc, char** argv) {
                                     .world_size = trainer.parallel().world_size(),
                                     .shuffle = false}),
           {.batch_size = 500});
-      return trainer.fit(task::Classification{}, train_batches,
-                         {.epochs = epochs, .val_data = val_batches, .log_every = 10},
-                         callbacks::ProgressBar{},
-                         callbacks::EarlyStopping({.monitor = "val_loss", .patience = 2}),
-                         callbacks::CsvLogger({.path = csv}));
+      const double flops = callbacks::training_flops_per_sample(
+          model, train.inputs.slice(0, 0, 1).to(trainer.device()));
+      auto fit = [&](auto... extra) {
+        return trainer.fit(
+            task::Classification{}, train_batches,
+            {.epochs = epochs, .val_data = val_batches, .log_every = 10},
+            // Throughput and LrMonitor publish what the loggers after them write.
+            callbacks::Throughput({.flops_per_sample = flops, .peak_flops = peak_flops}),
+            callbacks::LrMonitor{}, callbacks::ProgressBar{},
+            callbacks::EarlyStopping({.monitor = "val_loss", .patience = 2}),
+            callbacks::CsvLogger({.path = csv}),
+            callbacks::JsonLines({.path = runs_dir + "/log.jsonl"}),
+            callbacks::TensorBoard({.dir = runs_dir + "/tensorboard", .histogram_every = 100}),
+            callbacks::RunReport({.path = runs_dir + "/report.html", .title = "trainkit demo"}),
+            extra...);
+      };
+      if (profile.empty()) return fit();
+      return fit(callbacks::Profiler(
+          {.first_step = profile_first, .last_step = profile_last, .dir = runs_dir + "/profile"}));
     };
     auto pick_model = [&](auto* parallel) {
       return model_name == "cnn" ? run(parallel, SmallCnn()) : run(parallel, LinearModel());
@@ -88,7 +118,12 @@ int main(int argc, char** argv) {
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (parallel::Environment::detect().rank != 0) return 0;  // rank 0 reports
-    std::printf("log: %s\n", csv.c_str());
+    std::printf("logs: %s, %s/log.jsonl\n", csv.c_str(), runs_dir.c_str());
+    std::printf("tensorboard: tensorboard --logdir %s/tensorboard\n", runs_dir.c_str());
+    std::printf("report: %s/report.html\n", runs_dir.c_str());
+    if (!profile.empty())
+      std::printf("profile: %s/profile/trace.json, %s/profile/top_ops.txt\n", runs_dir.c_str(),
+                  runs_dir.c_str());
     std::printf("final: val_accuracy %.4f val_loss %.4f after %lld epochs, %lld steps (%.1f s)\n",
                 result.metrics.at("val_accuracy"), result.metrics.at("val_loss"),
                 (long long)result.epochs, (long long)result.steps, seconds);
