@@ -14,3 +14,7 @@ write_basic_package_version_file("${PROJECT_BINARY_DIR}/trainkitConfigVersion.cm
 install(FILES "${PROJECT_BINARY_DIR}/trainkitConfig.cmake"
               "${PROJECT_BINARY_DIR}/trainkitConfigVersion.cmake"
         DESTINATION "${TRAINKIT_CMAKE_DIR}")
+
+# pkg-config, for builds without CMake; arch-independent (header-only).
+configure_file(cmake/trainkit.pc.in "${PROJECT_BINARY_DIR}/trainkit.pc" @ONLY)
+install(FILES "${PROJECT_BINARY_DIR}/trainkit.pc" DESTINATION "${CMAKE_INSTALL_DATADIR}/pkgconfig")

@@ -1,0 +1,70 @@
+# One packaging check, run by CTest as `cmake -D... -P check.cmake`:
+#   MODE      find_package | find_package_without_torch | add_subdirectory | fetchcontent
+#   SOURCE    the trainkit checkout;  BUILD  its configured build tree
+#   WORK      a scratch folder;       GENERATOR  the CMake generator to use
+cmake_minimum_required(VERSION 3.24)
+file(REMOVE_RECURSE "${WORK}")
+file(MAKE_DIRECTORY "${WORK}")
+
+function(run)  # run(<command>...): fail the test with the output when it fails
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "failed (${rc}): ${ARGN}\n${out}")
+  endif()
+  set(last_output "${out}" PARENT_SCOPE)
+endfunction()
+
+set(consumer "${CMAKE_CURRENT_LIST_DIR}/consumer")
+set(configure ${CMAKE_COMMAND} -S "${consumer}" -B "${WORK}/build" -G "${GENERATOR}"
+              -DCMAKE_BUILD_TYPE=Release)
+
+if(MODE MATCHES "^find_package")
+  set(prefix "${WORK}/prefix")
+  run(${CMAKE_COMMAND} --install "${BUILD}" --prefix "${prefix}")
+  foreach(f include/trainkit/trainkit.hpp include/trainkit/io/tfevents.hpp
+            share/cmake/trainkit/trainkitConfig.cmake
+            share/cmake/trainkit/trainkitConfigVersion.cmake
+            share/cmake/trainkit/trainkitTargets.cmake share/pkgconfig/trainkit.pc)
+    if(NOT EXISTS "${prefix}/${f}")
+      message(FATAL_ERROR "cmake --install did not install ${f}")
+    endif()
+  endforeach()
+  # pkg-config finds it, relocated, with its dependencies.
+  set(ENV{PKG_CONFIG_PATH} "${prefix}/share/pkgconfig")
+  run(pkg-config --cflags --libs trainkit)
+  if(NOT last_output MATCHES "-I([^ ]+)" OR NOT EXISTS "${CMAKE_MATCH_1}/trainkit/trainkit.hpp"
+     OR NOT last_output MATCHES "-std=c\\+\\+20")
+    message(FATAL_ERROR "pkg-config --cflags trainkit: ${last_output}")
+  endif()
+  run(pkg-config --modversion trainkit)
+  message(STATUS "pkg-config: trainkit ${last_output}")
+  list(APPEND configure "-DCMAKE_PREFIX_PATH=${prefix}" -DTRAINKIT_CONSUME=find_package)
+  if(MODE STREQUAL "find_package_without_torch")
+    execute_process(COMMAND ${configure} -DCMAKE_DISABLE_FIND_PACKAGE_Torch=ON
+                    RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+    if(rc EQUAL 0 OR NOT out MATCHES "CMAKE_PREFIX_PATH" OR NOT out MATCHES "Torch_DIR")
+      message(FATAL_ERROR "without LibTorch, find_package(trainkit) must fail naming "
+                          "CMAKE_PREFIX_PATH and Torch_DIR; got (${rc}):\n${out}")
+    endif()
+    message(STATUS "without LibTorch: failed as expected, naming CMAKE_PREFIX_PATH and Torch_DIR")
+    return()
+  endif()
+elseif(MODE STREQUAL "add_subdirectory")
+  list(APPEND configure -DTRAINKIT_CONSUME=add_subdirectory "-DTRAINKIT_SOURCE=${SOURCE}")
+elseif(MODE STREQUAL "fetchcontent")
+  run(git -C "${SOURCE}" rev-parse HEAD)  # the checkout's last commit, cloned locally
+  string(STRIP "${last_output}" head)
+  list(APPEND configure -DTRAINKIT_CONSUME=fetchcontent "-DTRAINKIT_SOURCE=${SOURCE}"
+              "-DTRAINKIT_GIT_TAG=${head}")
+else()
+  message(FATAL_ERROR "unknown MODE ${MODE}")
+endif()
+
+run(${configure})
+run(${CMAKE_COMMAND} --build "${WORK}/build")
+run("${WORK}/build/consumer" "${WORK}/events")
+message(STATUS "${last_output}")
+file(GLOB events "${WORK}/events/events.out.tfevents.*")
+if(NOT events)
+  message(FATAL_ERROR "the consumer wrote no event file")
+endif()
