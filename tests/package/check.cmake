@@ -32,8 +32,8 @@ if(MODE MATCHES "^find_package")
   # pkg-config finds it, relocated, with its dependencies.
   set(ENV{PKG_CONFIG_PATH} "${prefix}/share/pkgconfig")
   run(pkg-config --cflags --libs trainkit)
-  if(NOT last_output MATCHES "-I([^ ]+)" OR NOT EXISTS "${CMAKE_MATCH_1}/trainkit/trainkit.hpp"
-     OR NOT last_output MATCHES "-std=c\\+\\+20")
+  string(REGEX MATCH "-I([^ ]+)" include "${last_output}")
+  if(NOT EXISTS "${CMAKE_MATCH_1}/trainkit/trainkit.hpp" OR NOT last_output MATCHES "-std=c\\+\\+20")
     message(FATAL_ERROR "pkg-config --cflags trainkit: ${last_output}")
   endif()
   run(pkg-config --modversion trainkit)
