@@ -1,9 +1,9 @@
 // Uses a schedule (LibTorch-free), a tensor (links LibTorch) and the event
 // writer (nlohmann-free IO): the include paths and link line are complete.
+#include <torch/types.h>
 #include <trainkit/io/tfevents.hpp>
 #include <trainkit/sched/cosine.hpp>
 #include <trainkit/version.hpp>
-#include <torch/types.h>
 
 #include <cstdio>
 #include <filesystem>
