@@ -38,6 +38,10 @@ int main(int argc, char** argv) {
   app.add_option("--runs-dir", runs_dir, "folder for the logs, TensorBoard files and report");
   app.add_option("--csv", csv, "per-epoch CSV log (default: <runs-dir>/log.csv)");
   app.add_option("--profile", profile, "profile optimizer steps A:B (e.g. 20:25)");
+  int64_t histogram_every = 100;
+  app.add_option("--histogram-every", histogram_every,
+                 "TensorBoard histograms of weights and gradients every N steps (0: none)")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--peak-flops", peak_flops, "the device's peak FLOP/s, for MFU")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--model", model_name, "cnn or linear")->check(CLI::IsMember({"cnn", "linear"}));
@@ -102,7 +106,8 @@ int main(int argc, char** argv) {
             callbacks::EarlyStopping({.monitor = "val_loss", .patience = 2}),
             callbacks::CsvLogger({.path = csv}),
             callbacks::JsonLines({.path = runs_dir + "/log.jsonl"}),
-            callbacks::TensorBoard({.dir = runs_dir + "/tensorboard", .histogram_every = 100}),
+            callbacks::TensorBoard(
+                {.dir = runs_dir + "/tensorboard", .histogram_every = histogram_every}),
             callbacks::RunReport({.path = runs_dir + "/report.html", .title = "trainkit demo"}),
             extra...);
       };

@@ -7,11 +7,11 @@
 #include <png.h>
 #include <trainkit/trainkit.hpp>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <regex>
 #include <set>
 #include <string>
 #include <vector>
@@ -356,11 +356,12 @@ struct Rect {
   int left, top, width, height;
 };
 Rect chart_rect(const Element& svg) {
-  std::smatch m;
   const auto& style = svg.attributes.at("style");
-  REQUIRE(std::regex_search(style, m, std::regex(R"(left:(\d+)px;top:(\d+)px)")));
-  return {std::stoi(m[1]), std::stoi(m[2]), std::stoi(svg.attributes.at("width")),
-          std::stoi(svg.attributes.at("height"))};
+  int left = -1, top = -1;
+  const auto at = style.find("left:");
+  REQUIRE(at != std::string::npos);
+  REQUIRE(std::sscanf(style.c_str() + at, "left:%dpx;top:%dpx", &left, &top) == 2);
+  return {left, top, std::stoi(svg.attributes.at("width")), std::stoi(svg.attributes.at("height"))};
 }
 /// The plot area inside a chart, in page pixels.
 Rect plot_rect(const Element& svg) {

@@ -2,7 +2,9 @@
 """Reads trainkit's TensorBoard event files with TensorBoard's own
 EventAccumulator: scalars, histograms, the config text and the HParams
 session records. Exits 77 (CTest: skipped) when the `tensorboard` package is
-absent. Usage: tensorboard_reader.py RUN_DIR"""
+absent. Usage: tensorboard_reader.py RUN_DIR (reads its newest event file)"""
+import glob
+import os
 import sys
 
 try:
@@ -14,7 +16,8 @@ except ImportError as e:
 
 
 def main(run_dir):
-    acc = EventAccumulator(run_dir, size_guidance={"scalars": 0, "histograms": 0, "tensors": 0})
+    newest = max(glob.glob(os.path.join(run_dir, "events.out.tfevents.*")), key=os.path.getmtime)
+    acc = EventAccumulator(newest, size_guidance={"scalars": 0, "histograms": 0, "tensors": 0})
     acc.Reload()
     tags = acc.Tags()
     problems = []
