@@ -177,7 +177,8 @@ class RunReport {
       y0 -= d, y1 += d;
     }
     const double margin = (y1 - y0) * 0.05;
-    y0 -= margin, y1 += margin;
+    y0 = y0 >= 0 ? std::max(0.0, y0 - margin) : y0 - margin;  // no negative axis for positive data
+    y1 += margin;
     auto px = [&](double x) { return pad_left + (x - x0) / (x1 - x0) * plot_w; };
     auto py = [&](double y) { return pad_top + (y1 - y) / (y1 - y0) * plot_h; };
 
