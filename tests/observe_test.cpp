@@ -413,6 +413,35 @@ TEST_CASE("RunReport: well-formed, one SVG per chart, one point per logged step"
   CHECK(io::read_file(run.report).find("Trainer&lt;trainkit::optim::SGD") != std::string::npos);
 }
 
+TEST_CASE("RunReport: a resumed run's report covers the whole run") {
+  const auto dir = tk_test::temp_dir("trainkit_report_resume");
+  torch::manual_seed(0);
+  data::TensorBatches train({torch::randn({64, 8}), torch::randint(0, 3, {64})}, {.batch_size = 8});
+  auto fit = [&](int64_t epochs, const fs::path& resume) {
+    Trainer<optim::SGD> trainer(tk_test::seeded_mlp());
+    // RunReport first: the epoch's figures are in it when the checkpoint is taken
+    trainer.fit(task::Classification{}, train,
+                {.epochs = epochs, .val_data = train, .log_every = 2, .resume_from = resume},
+                callbacks::RunReport({.path = dir / "report.html"}),
+                callbacks::ModelCheckpoint({.dir = dir / "ckpt"}));
+  };
+  fit(2, {});
+  fit(4, dir / "ckpt");
+  const auto root = parse_report(dir / "report.html");
+  std::vector<const Element*> lines;
+  find_all(root, "polyline", lines);
+  std::map<std::string, size_t> points;
+  for (const auto* line : lines) {
+    std::istringstream in(line->attributes.at("points"));
+    size_t n = 0;
+    for (std::string p; in >> p;) ++n;
+    points[line->attributes.at("data-series")] = n;
+  }
+  CHECK(points.at("loss") == 4 * 8 / 2);  // every logging step of all four epochs
+  CHECK(points.at("val_loss") == 4);
+  CHECK(points.at("train_loss") == 4);
+}
+
 TEST_CASE("RunReport: a headless browser draws every chart (chromium screenshot)") {
   const auto& run = run_once();
   const char* browser = std::getenv("TRAINKIT_CHROMIUM");

@@ -5,7 +5,8 @@
 // rate, gradient norm, loss scale, throughput, ...) and of every other epoch
 // metric, then the run's configuration and final figures. Rewritten
 // atomically at each epoch end, at the end of fit and on an exception (the
-// report then says why the run stopped). Main process only.
+// report then says why the run stopped). Its series are part of checkpoints,
+// so a resumed run's report shows the whole run. Main process only.
 //
 // Charts are placed at fixed positions (`left`/`top` in each <svg>'s style)
 // so that a reader, or a test with a screenshot, finds them without a layout
@@ -25,6 +26,7 @@
 #include "trainkit/error.hpp"
 #include "trainkit/io/atomic_file.hpp"
 #include "trainkit/state.hpp"
+#include "trainkit/state_dict.hpp"
 
 namespace trainkit::callbacks {
 
@@ -46,6 +48,11 @@ class RunReport {
   void on_fit_begin(TrainState& state) {
     main_ = state.is_main_process();
     start_ = clock::now();
+    if (!state.resumed) {  // a resumed fit keeps the series its checkpoint restored
+      steps_.clear();
+      epochs_.clear();
+      earlier_seconds_ = 0;
+    }
     config_ = state.config;
     status_ = "running";
   }
@@ -87,6 +94,45 @@ class RunReport {
   }
 
   const std::filesystem::path& path() const { return options_.path; }
+
+  /// The series as [n, 2] tensors of (step, value), and the time so far.
+  StateDict state_dict() const {
+    StateDict d;
+    auto save = [&](const char* kind, const std::map<std::string, Series>& all) {
+      for (const auto& [name, series] : all) {
+        auto t = at::empty({int64_t(series.size()), 2}, at::kDouble);
+        for (size_t i = 0; i < series.size(); ++i) {
+          t[int64_t(i)][0] = double(series[i].first);
+          t[int64_t(i)][1] = series[i].second;
+        }
+        d.tensors[std::string(kind) + "/" + name] = t;
+      }
+    };
+    save("step", steps_);
+    save("epoch", epochs_);
+    d.values["seconds"] = StateDict::number(seconds());
+    return d;
+  }
+  void load_state_dict(const StateDict& d) {
+    std::map<std::string, Series> steps, epochs;  // all checked before any is kept
+    for (const auto& [key, t] : d.tensors) {
+      const auto slash = key.find('/');
+      const auto kind = key.substr(0, slash);
+      if (slash == std::string::npos || (kind != "step" && kind != "epoch") || t.dim() != 2 ||
+          t.size(1) != 2 || t.scalar_type() != at::kDouble) {
+        throw Error("trainkit: RunReport state has an unexpected tensor \"" + key + "\"");
+      }
+      auto& series = (kind == "step" ? steps : epochs)[key.substr(slash + 1)];
+      const auto cpu = t.contiguous();
+      const double* p = cpu.data_ptr<double>();
+      for (int64_t i = 0; i < cpu.size(0); ++i)
+        series.emplace_back(int64_t(p[2 * i]), p[2 * i + 1]);
+    }
+    const double elapsed = d.value<double>("seconds");
+    steps_ = std::move(steps);
+    epochs_ = std::move(epochs);
+    earlier_seconds_ = elapsed;
+  }
 
  private:
   using clock = std::chrono::steady_clock;
@@ -238,9 +284,8 @@ class RunReport {
       body += svg(all[i], left, top);
       bottom = top + kChartHeight + kGap;
     }
-    const double seconds = std::chrono::duration<double>(clock::now() - start_).count();
     std::string figures = "<tr><td>status</td><td>" + escape(status_) + "</td></tr>\n";
-    figures += "<tr><td>wall time</td><td>" + num(seconds, "%.1f") + " s</td></tr>\n";
+    figures += "<tr><td>wall time</td><td>" + num(seconds(), "%.1f") + " s</td></tr>\n";
     for (const auto& [name, value] : summary_)
       figures += "<tr><td>" + escape(name) + "</td><td>" + num(value, "%.0f") + "</td></tr>\n";
     for (const auto& [name, series] : epochs_)
@@ -275,10 +320,14 @@ class RunReport {
   }
 
   void write() const { io::write_file_atomically(options_.path, html()); }
+  double seconds() const {
+    return earlier_seconds_ + std::chrono::duration<double>(clock::now() - start_).count();
+  }
 
   Options options_;
   bool main_ = true;
-  clock::time_point start_{};
+  clock::time_point start_ = clock::now();
+  double earlier_seconds_ = 0;  ///< before the checkpoint this fit resumed from
   std::string status_;
   std::map<std::string, std::string> config_;
   std::map<std::string, Series> steps_, epochs_;
