@@ -1,6 +1,7 @@
 #pragma once
 // The one exception type trainkit throws, and the helpers that build its
 // messages: every option error names the option, the value and what is accepted.
+#include <filesystem>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -35,6 +36,13 @@ template <class V>
 template <class V>
 void require_option(bool ok, std::string_view option, const V& value, std::string_view accepted) {
   if (!ok) throw_option_error(option, value, accepted);
+}
+
+/// A path option must name a file (not empty, not ending in a separator).
+inline void require_file_path(std::string_view option, const std::filesystem::path& path,
+                              std::string_view example) {
+  require_option(!path.empty() && path.has_filename(), option, path.string(),
+                 std::string("a file path such as \"") + std::string(example) + "\"");
 }
 
 }  // namespace detail

@@ -13,6 +13,8 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace trainkit {
 
@@ -59,6 +61,39 @@ class TrainState {
   /// True on steps where reading device values is allowed (every log_every).
   bool should_log() const { return log_every > 0 && step % log_every == 0; }
 
+  using NamedValues = std::vector<std::pair<std::string, double>>;
+  /// What loggers write from on_step_end: the loss, the gradient norm and the
+  /// loss scale when there are such (read from the device in one transfer,
+  /// once per step however many loggers ask), then the published scalars.
+  NamedValues logged_values() const {
+    if (logged_step_ != step) {
+      std::vector<const char*> names;
+      std::vector<at::Tensor> values;
+      for (const auto& [name, t] : {std::pair<const char*, const at::Tensor&>{"loss", loss_tensor},
+                                    {"grad_norm", grad_norm_tensor},
+                                    {"loss_scale", loss_scale_tensor}}) {
+        if (!t.defined()) continue;
+        names.push_back(name);
+        values.push_back(t.detach().reshape({}).to(at::kDouble));
+      }
+      device_values_.clear();
+      if (!values.empty()) {
+        const auto host = at::stack(values).cpu();
+        for (size_t i = 0; i < names.size(); ++i)
+          device_values_.emplace_back(names[i], host.data_ptr<double>()[i]);
+      }
+      logged_step_ = step;  // step differs between on_before_step and on_step_end
+    }
+    auto out = device_values_;
+    for (const auto& [name, value] : scalars) out.emplace_back(name, value);
+    return out;
+  }
+  /// The trainer's, after on_step_end: the step's published values expire.
+  void end_step() {
+    if (!scalars.empty()) scalars.clear();
+    logged_step_ = -1;
+  }
+
   void request_stop(std::string reason = "stop requested") {
     stop_ = true;
     stop_reason_ = std::move(reason);
@@ -95,6 +130,9 @@ class TrainState {
   std::string stop_reason_;
   bool skip_ = false;
   std::string skip_reason_;
+  // logged_values()' device reads, for the step they were read at
+  mutable NamedValues device_values_;
+  mutable int64_t logged_step_ = -1;
 };
 
 }  // namespace trainkit

@@ -19,6 +19,7 @@
 #endif
 #include <cxxabi.h>
 
+#include <array>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
@@ -29,6 +30,7 @@
 #include <sstream>
 #include <string>
 #include <typeinfo>
+#include <utility>
 #include <vector>
 
 #include "trainkit/accumulate/none.hpp"
@@ -288,24 +290,27 @@ class Trainer {
         abi::__cxa_demangle(mangled, nullptr, nullptr, &status), std::free);
     return status == 0 ? name.get() : mangled;
   }
+  /// The policies' names, in template order.
+  static std::array<std::pair<const char*, std::string>, 6> policy_names() {
+    return {{{"optimizer", type_name(typeid(Optimizer).name())},
+             {"scheduler", type_name(typeid(Scheduler).name())},
+             {"precision", type_name(typeid(Precision).name())},
+             {"accumulate", type_name(typeid(Accumulate).name())},
+             {"clip", type_name(typeid(Clip).name())},
+             {"parallel", type_name(typeid(Parallel).name())}}};
+  }
   /// Which policies wrote a checkpoint: a different set is a mismatch.
   static std::string signature() {
-    return "Trainer<" + type_name(typeid(Optimizer).name()) + ", " +
-           type_name(typeid(Scheduler).name()) + ", " + type_name(typeid(Precision).name()) + ", " +
-           type_name(typeid(Accumulate).name()) + ", " + type_name(typeid(Clip).name()) + ", " +
-           type_name(typeid(Parallel).name()) + ">";
+    std::string names;
+    for (const auto& [role, name] : policy_names()) names += (names.empty() ? "" : ", ") + name;
+    return "Trainer<" + names + ">";
   }
 
   /// The run's configuration, for reports and hyperparameter records.
   void describe(TrainState& state, const FitOptions& options) const {
     auto& c = state.config;
     c["trainer"] = signature();
-    c["optimizer"] = type_name(typeid(Optimizer).name());
-    c["scheduler"] = type_name(typeid(Scheduler).name());
-    c["precision"] = type_name(typeid(Precision).name());
-    c["accumulate"] = type_name(typeid(Accumulate).name());
-    c["clip"] = type_name(typeid(Clip).name());
-    c["parallel"] = type_name(typeid(Parallel).name());
+    for (const auto& [role, name] : policy_names()) c[role] = name;
     std::ostringstream lr;
     lr << base_lr_;
     c["lr"] = lr.str();
@@ -518,7 +523,7 @@ class Trainer {
                 FitResult& result) {
     boundary(seen, n, state, hooks);
     hooks.template dispatch<OnStepEnd>(state);
-    if (!state.scalars.empty()) state.scalars.clear();
+    state.end_step();
     const bool watch_signals = !options.checkpoint_on_signal.empty() && !result.interrupted;
     if constexpr (Hooks::size > 0) agree_on_stop(state);  // any hook may ask to stop
     if (!watch_signals) return;

@@ -1,17 +1,18 @@
 #pragma once
 // callbacks::CsvLogger: one row per epoch (epoch, step, lr, seconds and every
-// epoch metric). Each row is written whole and flushed, so a crash loses at
-// most the row being formed; written on the main process only.
+// epoch metric). Each row is appended whole (io::AppendFile), so a crash
+// loses at most the row being formed; written on the main process only.
 #include <chrono>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "trainkit/error.hpp"
+#include "trainkit/io/append_file.hpp"
 #include "trainkit/state.hpp"
 
 namespace trainkit::callbacks {
@@ -23,16 +24,11 @@ class CsvLogger {
   };
   CsvLogger() : CsvLogger(Options{}) {}
   explicit CsvLogger(Options o) : options_(std::move(o)) {
-    detail::require_option(!options_.path.empty() && options_.path.has_filename(),
-                           "csv_logger.path", options_.path.string(),
-                           "a file path such as \"runs/a/log.csv\"");
+    detail::require_file_path("csv_logger.path", options_.path, "runs/a/log.csv");
   }
 
   void on_fit_begin(TrainState& state) {
     if (!state.is_main_process()) return;
-    if (options_.path.has_parent_path()) {
-      std::filesystem::create_directories(options_.path.parent_path());
-    }
     columns_.clear();
     // A resumed run appends to its log under the columns already there.
     const bool append = state.resumed && std::filesystem::exists(options_.path);
@@ -46,10 +42,8 @@ class CsvLogger {
         if (i >= 4) columns_.push_back(cell);  // after epoch,step,lr,seconds
       }
     }
-    file_.reset(std::fopen(options_.path.c_str(), append ? "a" : "w"));
-    if (!file_) {
-      throw Error("trainkit: CsvLogger cannot open " + options_.path.string() + " for writing");
-    }
+    file_ = std::make_unique<io::AppendFile>(
+        options_.path, append ? io::AppendFile::Mode::append : io::AppendFile::Mode::truncate);
     start_ = std::chrono::steady_clock::now();
   }
 
@@ -71,11 +65,7 @@ class CsvLogger {
       if (const auto it = state.metrics.find(c); it != state.metrics.end()) row << it->second;
     }
     row << '\n';
-    const auto text = row.str();
-    if (std::fwrite(text.data(), 1, text.size(), file_.get()) != text.size() ||
-        std::fflush(file_.get()) != 0) {
-      throw Error("trainkit: CsvLogger failed to write " + options_.path.string());
-    }
+    file_->append(row.str());
   }
 
   void on_fit_end(TrainState&) { file_.reset(); }
@@ -84,11 +74,8 @@ class CsvLogger {
   const std::filesystem::path& path() const { return options_.path; }
 
  private:
-  struct Close {
-    void operator()(std::FILE* f) const { std::fclose(f); }
-  };
   Options options_;
-  std::unique_ptr<std::FILE, Close> file_;
+  std::unique_ptr<io::AppendFile> file_;
   std::vector<std::string> columns_;
   std::chrono::steady_clock::time_point start_;
 };

@@ -10,8 +10,8 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <utility>
 
-#include "trainkit/detail/step_record.hpp"
 #include "trainkit/error.hpp"
 #include "trainkit/io/append_file.hpp"
 #include "trainkit/state.hpp"
@@ -25,9 +25,7 @@ class JsonLines {
   };
   JsonLines() : JsonLines(Options{}) {}
   explicit JsonLines(Options o) : options_(std::move(o)) {
-    detail::require_option(!options_.path.empty() && options_.path.has_filename(),
-                           "json_lines.path", options_.path.string(),
-                           "a file path such as \"runs/a/log.jsonl\"");
+    detail::require_file_path("json_lines.path", options_.path, "runs/a/log.jsonl");
   }
   JsonLines(const JsonLines& other) : options_(other.options_) {}
   JsonLines(JsonLines&&) = default;
@@ -46,7 +44,7 @@ class JsonLines {
   void on_step_end(TrainState& state) {
     if (!file_ || !state.should_log()) return;
     auto line = header("step", state);
-    for (const auto& [name, value] : detail::step_record(state)) line[name] = value;
+    for (const auto& [name, value] : state.logged_values()) line[name] = value;
     write(line);
   }
 

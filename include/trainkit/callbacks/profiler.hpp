@@ -8,7 +8,6 @@
 // The range of step N opens in on_step_end of step N-1, so callbacks listed
 // after the Profiler are profiled with the step that follows.
 #include <ATen/record_function.h>
-#include <torch/csrc/autograd/profiler_legacy.h>
 
 #include <nlohmann/json.hpp>
 
@@ -19,9 +18,12 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
+#include "trainkit/detail/legacy_profiler.hpp"
 #include "trainkit/error.hpp"
 #include "trainkit/io/atomic_file.hpp"
 #include "trainkit/state.hpp"
@@ -53,10 +55,7 @@ class Profiler {
     detail::require_option(options_.top >= 1, "profiler.top", options_.top, "a number >= 1");
   }
   Profiler(const Profiler& other) : options_(other.options_) {}
-  Profiler(Profiler&& other) : options_(std::move(other.options_)) {}  // before fit only
-  ~Profiler() {
-    if (active_) stop(/*write=*/false);
-  }
+  Profiler(Profiler&&) = default;
 
   void on_fit_begin(TrainState& state) {
     main_ = state.is_main_process();
@@ -64,10 +63,10 @@ class Profiler {
   }
 
   void on_step_end(TrainState& state) {
-    if (active_) {
+    if (session_) {
       step_range_.reset();
       if (state.step >= options_.last_step) {
-        stop(/*write=*/true);
+        stop();
       } else {
         open_step(state.step);
       }
@@ -77,10 +76,10 @@ class Profiler {
   }
 
   void on_fit_end(TrainState&) {
-    if (active_) stop(/*write=*/true);  // fewer steps than asked: write what there is
+    if (session_) stop();  // fewer steps than asked: write what there is
   }
   void on_exception(TrainState&) {
-    if (active_) stop(/*write=*/true);
+    if (session_) stop();
   }
 
   std::filesystem::path trace_path() const { return options_.dir / "trace.json"; }
@@ -101,9 +100,8 @@ class Profiler {
 
   void start(int64_t step) {
     if (!main_) return;
-    torch::autograd::profiler::enableProfilerLegacy(torch::profiler::impl::ProfilerConfig(
-        torch::profiler::impl::ProfilerState::CPU, options_.record_shapes));
-    active_ = true;
+    session_ = std::make_unique<detail::LegacyProfilerSession>(options_.record_shapes,
+                                                               /*with_flops=*/false);
     open_step(step);
   }
 
@@ -112,11 +110,10 @@ class Profiler {
     if (step_range_->isActive()) step_range_->before("ProfilerStep#" + std::to_string(step));
   }
 
-  void stop(bool write) {
+  void stop() {
     step_range_.reset();
-    active_ = false;
-    auto events = torch::autograd::profiler::disableProfilerLegacy();
-    if (!write) return;
+    const auto events = session_->stop();
+    session_.reset();
     const auto spans = pair_ranges(events);
     ops_ = self_times(spans);
     io::write_file_atomically(trace_path(), chrome_trace(spans).dump());
@@ -124,7 +121,7 @@ class Profiler {
   }
 
   /// Pushes and pops paired by handle (a pop may be on another thread).
-  static std::vector<Span> pair_ranges(const torch::autograd::profiler::thread_event_lists& lists) {
+  static std::vector<Span> pair_ranges(const detail::LegacyProfilerSession::Events& lists) {
     std::unordered_map<uint64_t, const Event*> open;
     std::vector<Span> spans;
     for (const auto& list : lists) {
@@ -220,8 +217,8 @@ class Profiler {
 
   Options options_;
   bool main_ = true;
-  bool active_ = false;
-  std::unique_ptr<at::RecordFunction> step_range_;
+  std::unique_ptr<detail::LegacyProfilerSession> session_;  ///< while profiling
+  std::unique_ptr<at::RecordFunction> step_range_;          ///< the open ProfilerStep#N
   std::vector<OpStats> ops_;
 };
 

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "trainkit/error.hpp"
 #include "trainkit/state.hpp"
@@ -45,9 +46,10 @@ class ProgressBar {
       if (state.should_log() || done == total) draw(state, done, total);
     } else if (total > 0 && done * options_.lines_per_epoch >= next_line_ * total && done < total) {
       ++next_line_;
+      const auto [loss, extras] = figures(state);
       std::fprintf(stderr, "epoch %lld/%lld  step %lld/%lld  loss %.4f  lr %.3g  %.1f steps/s%s\n",
                    (long long)state.epoch + 1, (long long)state.epochs, (long long)done,
-                   (long long)total, state.loss(), state.lr, rate(done), extras(state).c_str());
+                   (long long)total, loss, state.lr, rate(done), extras.c_str());
     }
   }
 
@@ -81,19 +83,24 @@ class ProgressBar {
     return s > 0 ? double(done) / s : 0.0;
   }
 
-  /// The gradient norm and the loss scale, when the policies report them.
-  static std::string extras(const TrainState& state) {
+  /// The loss, and the gradient norm and loss scale when the policies report
+  /// them, from the step's one device read (TrainState::logged_values).
+  static std::pair<double, std::string> figures(const TrainState& state) {
+    double loss = 0.0;
+    std::string extras;
     char buf[64];
-    std::string out;
-    if (const auto norm = state.grad_norm()) {
-      std::snprintf(buf, sizeof buf, "  |g| %.3g", *norm);
-      out += buf;
+    for (const auto& [name, value] : state.logged_values()) {
+      if (name == "loss") {
+        loss = value;
+      } else if (name == "grad_norm") {
+        std::snprintf(buf, sizeof buf, "  |g| %.3g", value);
+        extras += buf;
+      } else if (name == "loss_scale") {
+        std::snprintf(buf, sizeof buf, "  scale %.0f", value);
+        extras += buf;
+      }
     }
-    if (const auto scale = state.loss_scale()) {
-      std::snprintf(buf, sizeof buf, "  scale %.0f", *scale);
-      out += buf;
-    }
-    return out;
+    return {loss, extras};
   }
 
   void draw(TrainState& state, int64_t done, int64_t total) {
@@ -108,10 +115,11 @@ class ProgressBar {
       bar.append(filled, '#').append(width - filled, '.').append("] ");
     }
     const double eta = (total > 0 && r > 0) ? double(total - done) / r : 0.0;
+    const auto [loss, extras] = figures(state);
     std::fprintf(stderr, "\r\033[Kepoch %lld/%lld %s%lld/%lld  %.1f steps/s  loss %.4f  lr %.3g",
                  (long long)state.epoch + 1, (long long)state.epochs, bar.c_str(), (long long)done,
-                 (long long)total, r, state.loss(), state.lr);
-    std::fprintf(stderr, "%s  ETA %d:%02d", extras(state).c_str(), int(eta) / 60, int(eta) % 60);
+                 (long long)total, r, loss, state.lr);
+    std::fprintf(stderr, "%s  ETA %d:%02d", extras.c_str(), int(eta) / 60, int(eta) % 60);
     std::fflush(stderr);
   }
 

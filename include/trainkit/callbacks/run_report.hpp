@@ -11,9 +11,12 @@
 // Charts are placed at fixed positions (`left`/`top` in each <svg>'s style)
 // so that a reader, or a test with a screenshot, finds them without a layout
 // engine.
+#include <torch/types.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <exception>
 #include <filesystem>
@@ -22,7 +25,6 @@
 #include <utility>
 #include <vector>
 
-#include "trainkit/detail/step_record.hpp"
 #include "trainkit/error.hpp"
 #include "trainkit/io/atomic_file.hpp"
 #include "trainkit/state.hpp"
@@ -40,9 +42,7 @@ class RunReport {
 
   RunReport() : RunReport(Options{}) {}
   explicit RunReport(Options o) : options_(std::move(o)) {
-    detail::require_option(!options_.path.empty() && options_.path.has_filename(),
-                           "run_report.path", options_.path.string(),
-                           "a file path such as \"runs/a/report.html\"");
+    detail::require_file_path("run_report.path", options_.path, "runs/a/report.html");
   }
 
   void on_fit_begin(TrainState& state) {
@@ -59,7 +59,7 @@ class RunReport {
 
   void on_step_end(TrainState& state) {
     if (!main_ || !state.should_log()) return;
-    for (const auto& [name, value] : detail::step_record(state)) {
+    for (const auto& [name, value] : state.logged_values()) {
       steps_[name].emplace_back(state.step, value);
     }
   }

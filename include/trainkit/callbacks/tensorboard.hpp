@@ -6,14 +6,16 @@
 // text and the HParams plugin's session records. Main process only.
 #include <torch/nn/module.h>
 #include <torch/types.h>
+#include <torch/utils.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 
-#include "trainkit/detail/step_record.hpp"
 #include "trainkit/error.hpp"
 #include "trainkit/io/tfevents.hpp"
 #include "trainkit/state.hpp"
@@ -65,7 +67,7 @@ class TensorBoard {
   void on_step_end(TrainState& state) {
     if (!writer_) return;
     if (state.should_log()) {
-      for (const auto& [name, value] : detail::step_record(state)) {
+      for (const auto& [name, value] : state.logged_values()) {
         writer_->scalar("train/" + name, state.step, value);
       }
     }

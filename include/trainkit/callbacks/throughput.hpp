@@ -7,15 +7,14 @@
 //   mfu                              model FLOPs utilisation, given each device's peak
 // The window ends when the host reaches the logging step; on a GPU the
 // loggers' device reads keep the host within a few steps of the device.
-#include <torch/csrc/autograd/profiler_legacy.h>
-#include <torch/nn/module.h>
 #include <torch/types.h>
+#include <torch/utils.h>
 
 #include <chrono>
 #include <cstdint>
 #include <string>
-#include <vector>
 
+#include "trainkit/detail/legacy_profiler.hpp"
 #include "trainkit/error.hpp"
 #include "trainkit/state.hpp"
 
@@ -30,17 +29,9 @@ double training_flops_per_sample(Model& model, const at::Tensor& example) {
   detail::require_option(example.dim() >= 1 && example.size(0) >= 1, "example", example.dim(),
                          "a batch with at least one sample");
   torch::NoGradGuard no_grad;
-  prof::enableProfilerLegacy(torch::profiler::impl::ProfilerConfig(
-      torch::profiler::impl::ProfilerState::CPU, /*report_input_shapes=*/true,
-      /*profile_memory=*/false, /*with_stack=*/false, /*with_flops=*/true));
-  prof::thread_event_lists events;
-  try {
-    model->forward(example);
-    events = prof::disableProfilerLegacy();
-  } catch (...) {
-    prof::disableProfilerLegacy();
-    throw;
-  }
+  detail::LegacyProfilerSession session(/*record_shapes=*/true, /*with_flops=*/true);
+  model->forward(example);
+  auto events = session.stop();  // non-const: LegacyEvent::flops() is not a const member
   double flops = 0;
   for (auto& thread : events) {
     uint64_t open = 0;  // handle of the counted op we are inside: nested ops are its parts
@@ -77,8 +68,6 @@ class Throughput {
   void on_fit_begin(TrainState& state) {
     const auto it = state.config.find("world_size");
     world_size_ = it == state.config.end() ? 1 : std::stoll(it->second);
-    train_seconds_ = 0;
-    train_samples_ = 0;
   }
   void on_epoch_begin(TrainState& state) { open_window(state); }
 
@@ -87,8 +76,6 @@ class Throughput {
     const double seconds = std::chrono::duration<double>(clock::now() - window_start_).count();
     const double samples = double((state.samples_seen - window_samples_) * world_size_);
     const double steps = double(state.step - window_step_);
-    train_seconds_ += seconds;
-    train_samples_ += samples;
     open_window(state);
     if (seconds <= 0 || steps <= 0) return;
     const double samples_per_s = samples / seconds;
@@ -100,11 +87,6 @@ class Throughput {
       if (options_.peak_flops > 0)
         state.scalars["mfu"] = flops_per_s / (options_.peak_flops * double(world_size_));
     }
-  }
-
-  /// Mean samples/s over the measured windows of the last fit.
-  double mean_samples_per_second() const {
-    return train_seconds_ > 0 ? train_samples_ / train_seconds_ : 0.0;
   }
 
  private:
@@ -119,7 +101,6 @@ class Throughput {
   int64_t world_size_ = 1;
   clock::time_point window_start_{};
   int64_t window_samples_ = 0, window_step_ = 0;
-  double train_seconds_ = 0, train_samples_ = 0;
 };
 
 }  // namespace trainkit::callbacks

@@ -23,7 +23,6 @@
 #include <variant>
 #include <vector>
 
-#include "trainkit/error.hpp"
 #include "trainkit/io/append_file.hpp"
 
 namespace trainkit::io {
