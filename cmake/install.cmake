@@ -15,6 +15,14 @@ install(FILES "${PROJECT_BINARY_DIR}/trainkitConfig.cmake"
               "${PROJECT_BINARY_DIR}/trainkitConfigVersion.cmake"
         DESTINATION "${TRAINKIT_CMAKE_DIR}")
 
-# pkg-config, for builds without CMake; arch-independent (header-only).
+# pkg-config, for builds without CMake. In the lib folder although trainkit is
+# header-only: share/pkgconfig is for .pc files without a Libs line, and ours
+# has `Libs: -fopenmp` (vcpkg checks this). The .pc finds its prefix from its
+# own folder, as many ".." up as LIBDIR/pkgconfig is deep (lib/x86_64-linux-gnu
+# under /usr on Debian).
+file(RELATIVE_PATH TRAINKIT_PC_TO_PREFIX "/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/")
+string(REGEX REPLACE "/$" "" TRAINKIT_PC_TO_PREFIX "${TRAINKIT_PC_TO_PREFIX}")
 configure_file(cmake/trainkit.pc.in "${PROJECT_BINARY_DIR}/trainkit.pc" @ONLY)
-install(FILES "${PROJECT_BINARY_DIR}/trainkit.pc" DESTINATION "${CMAKE_INSTALL_DATADIR}/pkgconfig")
+install(FILES "${PROJECT_BINARY_DIR}/trainkit.pc" DESTINATION "${CMAKE_INSTALL_LIBDIR}/pkgconfig")
+
+install(FILES LICENSE DESTINATION "${CMAKE_INSTALL_DOCDIR}")

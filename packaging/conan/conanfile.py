@@ -1,29 +1,47 @@
 """Conan 2 recipe for trainkit (header-only).
 
-From a checkout:  conan create packaging/conan --build=missing
+From a checkout:  conan create packaging/conan --build=missing -s compiler.cppstd=20
 The sources are the checkout itself (exported from the repository root)."""
 import os
+import re
 
 from conan import ConanFile
+from conan.errors import ConanInvalidConfiguration
 from conan.tools.build import check_min_cppstd
-from conan.tools.files import copy
+from conan.tools.files import copy, load
 from conan.tools.layout import basic_layout
+from conan.tools.scm import Version
 
 required_conan_version = ">=2.0"
+
+ROOT = os.path.join("..", "..")  # the repository root, from this folder
 
 
 class TrainkitConan(ConanFile):
     name = "trainkit"
-    version = "0.1.0"
     description = "Header-only training-loop building blocks over LibTorch"
+    license = "BSD-3-Clause"
     topics = ("deep-learning", "libtorch", "training", "header-only")
     package_type = "header-library"
     settings = "os", "arch", "compiler", "build_type"
+    # with_cuda: define TRAINKIT_HAS_CUDA (CUDA paths, CUDA RNG state in
+    # checkpoints); "auto" follows the libtorch package's own CUDA option.
+    options = {"with_cuda": ["auto", True, False]}
+    default_options = {"with_cuda": "auto"}
     no_copy_source = True
 
+    def set_version(self):
+        # include/trainkit/version.hpp is the one place the version is written.
+        header = load(self, os.path.join(self.recipe_folder, ROOT, "include", "trainkit",
+                                         "version.hpp"))
+        self.version = ".".join(
+            re.search(rf"^#define TRAINKIT_VERSION_{part} (\d+)$", header, re.M).group(1)
+            for part in ("MAJOR", "MINOR", "PATCH"))
+
     def export_sources(self):
-        root = os.path.join(self.recipe_folder, "..", "..")
+        root = os.path.join(self.recipe_folder, ROOT)
         copy(self, "include/*", src=root, dst=self.export_sources_folder)
+        copy(self, "LICENSE", src=root, dst=self.export_sources_folder)
 
     def layout(self):
         basic_layout(self, src_folder=".")
@@ -34,15 +52,42 @@ class TrainkitConan(ConanFile):
         self.requires("nlohmann_json/[>=3.10 <4]", transitive_headers=True)
         self.requires("zlib/[>=1.2.11 <2]", transitive_headers=True)
 
+    @property
+    def _compilers_minimum_version(self):
+        return {"gcc": "12", "clang": "14", "apple-clang": "15", "msvc": "193"}
+
     def validate(self):
-        check_min_cppstd(self, 20)
+        try:
+            check_min_cppstd(self, 20)
+        except ConanInvalidConfiguration as e:  # most often a default profile's gnu17
+            raise ConanInvalidConfiguration(f"{e} Pass -s compiler.cppstd=20.") from e
+        compiler = str(self.settings.compiler)
+        minimum = self._compilers_minimum_version.get(compiler)
+        if minimum and Version(self.settings.compiler.version) < minimum:
+            raise ConanInvalidConfiguration(
+                f"{self.ref} needs {compiler} >= {minimum} for the C++20 it uses; "
+                f"this profile has {compiler} {self.settings.compiler.version}.")
 
     def package_id(self):
-        self.info.clear()
+        # Header-only: one package for every setting and dependency binary. The
+        # option stays: it changes what package_info() tells consumers.
+        self.info.settings.clear()
+        self.info.requires.clear()
 
     def package(self):
+        copy(self, "LICENSE", src=self.source_folder,
+             dst=os.path.join(self.package_folder, "licenses"))
         copy(self, "*.hpp", src=os.path.join(self.source_folder, "include"),
              dst=os.path.join(self.package_folder, "include"))
+
+    def _libtorch_has_cuda(self):
+        if str(self.options.with_cuda) != "auto":
+            return str(self.options.with_cuda) == "True"
+        # ConanCenter's libtorch has no CUDA option yet; other recipes name it
+        # differently. A missing option means a CPU build.
+        options = self.dependencies["libtorch"].options
+        return any(str(options.get_safe(name)) == "True"
+                   for name in ("with_cuda", "cuda", "use_cuda"))
 
     def package_info(self):
         self.cpp_info.bindirs = []
@@ -50,6 +95,9 @@ class TrainkitConan(ConanFile):
         self.cpp_info.set_property("cmake_file_name", "trainkit")
         self.cpp_info.set_property("cmake_target_name", "trainkit::trainkit")
         self.cpp_info.set_property("pkg_config_name", "trainkit")
+        if self._libtorch_has_cuda():
+            # what CMake's find_package(trainkit) defines for a CUDA LibTorch
+            self.cpp_info.defines = ["TRAINKIT_HAS_CUDA=1"]
         if self.settings.os in ("Linux", "FreeBSD"):
             # at::parallel_for in LibTorch's headers is an OpenMP loop
             self.cpp_info.cxxflags = ["-fopenmp"]

@@ -1,8 +1,14 @@
 # An overlay port that builds from the checkout it lives in:
 #   vcpkg install trainkit --overlay-ports=<checkout>/packaging/vcpkg/ports
-# (a registry port would take the sources with vcpkg_from_git instead).
+# (a registry port would take a released tag with vcpkg_from_github instead).
 get_filename_component(SOURCE_PATH "${CMAKE_CURRENT_LIST_DIR}/../../../.." ABSOLUTE)
 
+# vcpkg's ABI hash covers this folder only; source-hash.txt carries the
+# sources' hash into it. Build nothing that would be cached under a stale one.
+set(CHECK ON)
+include("${SOURCE_PATH}/packaging/vcpkg/update_source_hash.cmake")
+
+set(VCPKG_BUILD_TYPE release)  # header-only: no per-configuration files
 vcpkg_cmake_configure(
   SOURCE_PATH "${SOURCE_PATH}"
   OPTIONS
@@ -14,10 +20,9 @@ vcpkg_cmake_configure(
 )
 vcpkg_cmake_install()
 vcpkg_cmake_config_fixup(CONFIG_PATH share/cmake/trainkit)
-vcpkg_fixup_pkgconfig()
+vcpkg_fixup_pkgconfig()  # lib/pkgconfig/trainkit.pc (it has a Libs line, so not share/)
 
-# Header-only: nothing per configuration.
-file(REMOVE_RECURSE "${CURRENT_PACKAGES_DIR}/debug")
+# The license goes where vcpkg wants it, not in share/doc as `cmake --install` puts it.
+file(REMOVE_RECURSE "${CURRENT_PACKAGES_DIR}/share/doc")
+vcpkg_install_copyright(FILE_LIST "${SOURCE_PATH}/LICENSE")
 file(INSTALL "${CMAKE_CURRENT_LIST_DIR}/usage" DESTINATION "${CURRENT_PACKAGES_DIR}/share/${PORT}")
-file(WRITE "${CURRENT_PACKAGES_DIR}/share/${PORT}/copyright"
-     "trainkit: no license has been chosen yet; see the project's README.\n")
