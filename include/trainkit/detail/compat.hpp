@@ -1,11 +1,16 @@
 #pragma once
 // Every LibTorch-version-dependent line of trainkit lives here (DESIGN.md,
 // "Supported platforms"): autocast switched from per-device functions to
-// device-typed ones in LibTorch 2.4.
+// device-typed ones in LibTorch 2.4, and 2.4 serves c10d's TCPStore with
+// libuv by default although not every build has it.
 #include <ATen/autocast_mode.h>
 #include <c10/core/DeviceType.h>
 #include <c10/core/ScalarType.h>
 #include <torch/version.h>
+
+#include <cstdlib>
+#include <exception>
+#include <string_view>
 
 #if TORCH_VERSION_MAJOR < 1 || (TORCH_VERSION_MAJOR == 1 && TORCH_VERSION_MINOR < 13)
 #error "trainkit needs LibTorch >= 1.13"
@@ -52,6 +57,27 @@ inline void set_autocast(c10::DeviceType device, bool enabled, c10::ScalarType d
     at::autocast::set_autocast_gpu_dtype(dtype);
   }
 #endif
+}
+
+/// Builds a c10d::TCPStore with `make(options)`. LibTorch >= 2.4 asks for
+/// the libuv server by default, and a build without libuv (Debian's) refuses
+/// at once: then the classic server is used. `USE_LIBUV=0` skips libuv, as it
+/// does for PyTorch's own rendezvous.
+template <class StoreOptions, class Make>
+auto make_tcp_store(StoreOptions options, Make make) {
+#if TRAINKIT_TORCH_AT_LEAST(2, 4)
+  if (const char* env = std::getenv("USE_LIBUV"); env && std::string_view(env) == "0")
+    options.useLibUV = false;
+  if (options.useLibUV) {
+    try {
+      return make(options);
+    } catch (const std::exception& e) {
+      if (std::string_view(e.what()).find("libuv") == std::string_view::npos) throw;
+    }
+    options.useLibUV = false;
+  }
+#endif
+  return make(options);
 }
 
 /// RAII autocast region, restoring whatever was active before (nesting-safe).

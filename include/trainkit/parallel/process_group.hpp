@@ -18,6 +18,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "trainkit/detail/compat.hpp"
 #include "trainkit/error.hpp"
 #include "trainkit/parallel/environment.hpp"
 
@@ -51,6 +52,7 @@ class ProcessGroup {
       : env_(env), backend_(backend), timeout_(timeout) {
     using trainkit::detail::require_option;
     require_option(timeout.count() > 0, "parallel.timeout", timeout.count(), "a duration > 0 ms");
+    const auto start = std::chrono::steady_clock::now();
     try {
       c10d::TCPStoreOptions store_options;
       store_options.port = static_cast<std::uint16_t>(env.master_port);
@@ -58,11 +60,14 @@ class ProcessGroup {
       store_options.numWorkers = static_cast<std::size_t>(env.world_size);
       store_options.waitWorkers = true;
       store_options.timeout = timeout;
-      store_ = c10::make_intrusive<c10d::TCPStore>(env.master_addr, store_options);
+      store_ = trainkit::detail::make_tcp_store(store_options, [&](const auto& o) {
+        return c10::make_intrusive<c10d::TCPStore>(env.master_addr, o);
+      });
     } catch (const std::exception& e) {
+      // Say how long it really waited: a refusal at once is not a timeout.
       throw Error(where() + "cannot join the rendezvous at " + env.master_addr + ":" +
-                  std::to_string(env.master_port) + " within " + seconds(timeout) + " (are all " +
-                  std::to_string(env.world_size) +
+                  std::to_string(env.master_port) + " (failed after " + seconds(since(start)) +
+                  ", timeout " + seconds(timeout) + "; are all " + std::to_string(env.world_size) +
                   " processes started, with the same MASTER_ADDR/MASTER_PORT?): " + e.what());
     }
     if (backend == "gloo") {
@@ -103,8 +108,7 @@ class ProcessGroup {
     try {
       work->wait(timeout_);
     } catch (const std::exception& e) {
-      const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
-          std::chrono::steady_clock::now() - start);
+      const auto waited = since(start);
       std::string cause = e.what();
       if (const auto nl = cause.find('\n'); nl != std::string::npos) cause.resize(nl);
       throw Error(where() + "collective `" + what + "` failed after " + seconds(waited) +
@@ -145,6 +149,10 @@ class ProcessGroup {
   std::string where() const {
     return "trainkit: rank " + std::to_string(env_.rank) + " of " +
            std::to_string(env_.world_size) + ": ";
+  }
+  static std::chrono::milliseconds since(std::chrono::steady_clock::time_point start) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                                 start);
   }
   static std::string seconds(std::chrono::milliseconds ms) {
     char text[32];
