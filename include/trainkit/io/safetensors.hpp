@@ -62,7 +62,7 @@ inline std::string dtype_name(at::ScalarType t) {
 /// The bytes of a safetensors file holding `tensors` and `metadata`.
 inline std::string to_safetensors(const NamedTensors& tensors,
                                   const std::map<std::string, std::string>& metadata = {}) {
-  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  nlohmann::json header = nlohmann::json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
   std::vector<at::Tensor> contiguous;
   uint64_t offset = 0;
@@ -103,10 +103,10 @@ inline Safetensors from_safetensors(const std::string& bytes, const std::string&
                        std::to_string(bytes.size()) + " bytes)");
   }
   if (n == 0 || bytes[8] != '{') bad_file(file, "the header does not start with '{'");
-  nlohmann::ordered_json header;
+  nlohmann::json header;
   try {
-    header = nlohmann::ordered_json::parse(bytes.begin() + 8, bytes.begin() + 8 + int64_t(n));
-  } catch (const nlohmann::ordered_json::exception& e) {
+    header = nlohmann::json::parse(bytes.begin() + 8, bytes.begin() + 8 + int64_t(n));
+  } catch (const nlohmann::json::exception& e) {
     bad_file(file, std::string("the header is not valid JSON (") + e.what() + ")");
   }
   if (!header.is_object()) bad_file(file, "the header is not a JSON object");
