@@ -1,21 +1,27 @@
 #!/usr/bin/env bash
 # One entry point for people and CI (see README.md):
-#   scripts/run.sh demo [demo flags]   install what is missing, build, train the demo
-#   scripts/run.sh test                install what is missing, build, run the whole suite
-#                                      (release; data tests under ThreadSanitizer; all
-#                                      under AddressSanitizer + UBSan)
+#   scripts/run.sh demo [demo flags]   install what the demo needs, build it, train it
+#   scripts/run.sh test                install what is missing, then the whole suite:
+#                                      Debian 12 (LibTorch 1.13, GCC 12): release and the
+#                                      data tests under TSan; Debian 13 (LibTorch 2.6):
+#                                      release with GCC 14, the fast suite with Clang,
+#                                      every CUDA path compiled
+#   scripts/run.sh test-full           all of `test`, then the suite under ASan + UBSan
+#   scripts/run.sh gpu                 on a CUDA machine: the suite, the demo in fp16 and
+#                                      bf16 and the benchmarks, into one results folder
 #   scripts/run.sh bench               build and run the benchmarks
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Debian packages and why: see the dependency table in README.md.
-PACKAGES=(build-essential cmake ninja-build libtorch-dev libopenblas0-openmp doctest-dev
-          nlohmann-json3-dev libcli11-dev clang-format zlib1g-dev libgloo-dev
-          libxml2-dev libpng-dev chromium pkgconf)
+DEMO_PACKAGES=(build-essential cmake ninja-build libtorch-dev libopenblas0-openmp
+               nlohmann-json3-dev libcli11-dev zlib1g-dev libgloo-dev)
+TEST_PACKAGES=(doctest-dev clang-format libxml2-dev libpng-dev chromium pkgconf git
+               debootstrap)
 
 install_missing() {
   local missing=()
-  for p in "${PACKAGES[@]}"; do
+  for p in "$@"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
   done
   [ ${#missing[@]} -eq 0 ] && return 0
@@ -29,21 +35,108 @@ install_missing() {
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
 }
 
-build() {  # $1 = preset
+build() {  # $1 = preset, then optional build arguments
   cmake --preset "$1" >/dev/null
-  cmake --build --preset "$1" -j "$(nproc)"
+  cmake --build --preset "$1" -j "$(nproc)" "${@:2}"
+}
+
+# Phase timings, printed as a table at the end of `test`.
+TIMINGS=()
+phase() {  # phase NAME CMD...
+  local start=$SECONDS
+  echo "=== trainkit: $1"
+  "${@:2}"
+  TIMINGS+=("$(printf '%-44s %5d s' "$1" $((SECONDS - start)))")
+}
+
+test_debian12() {
+  phase "Debian 12 release: build + suite" \
+    eval 'build release && ctest --preset release -j "$(nproc)"'
+  # the threaded data pipeline under ThreadSanitizer
+  phase "Debian 12 TSan: data tests" eval 'build tsan && ctest --preset tsan -j "$(nproc)"'
+}
+
+# Runs inside the Debian 13 root (scripts/debian13.sh).
+test_debian13() {
+  phase "Debian 13 GCC 14: build + suite" \
+    eval 'build d13-gcc && ctest --preset d13-gcc -j "$(nproc)"'
+  phase "Debian 13 Clang: build + fast suite" \
+    eval 'build d13-clang && ctest --preset d13-clang -j "$(nproc)"'
+  phase "Debian 13 cuda-compile: objects" build cuda-compile
+}
+
+# The LibTorch to build against on a machine without Debian's: a prefix
+# given by TRAINKIT_TORCH_PREFIX, else the one inside Python's torch.
+torch_prefix() {
+  if [ -n "${TRAINKIT_TORCH_PREFIX:-}" ]; then echo "$TRAINKIT_TORCH_PREFIX"; return; fi
+  python3 -c 'import torch; print(torch.utils.cmake_prefix_path)' 2>/dev/null || {
+    echo "trainkit: no LibTorch: set TRAINKIT_TORCH_PREFIX or install PyTorch" >&2; exit 1; }
+}
+
+gpu() {
+  local out=${TRAINKIT_RESULTS_DIR:-build/gpu-results} deps=${TRAINKIT_DEPS_DIR:-}
+  mkdir -p "$out"; out=$(cd "$out" && pwd)
+  local prefix; prefix=$(torch_prefix)
+  local paths="$prefix"
+  [ -n "$deps" ] && paths="$prefix;$deps;$deps/usr"
+  local summary=()
+  record() {  # record NAME LOG CMD...: run, log, and keep a summary line
+    local start=$SECONDS rc=0
+    "${@:3}" >"$out/$2" 2>&1 || rc=$?
+    summary+=("$(printf '%-34s %-5s %5d s  %s' "$1" "$([ $rc -eq 0 ] && echo ok || echo FAIL)" \
+      $((SECONDS - start)) "$2")")
+    return 0
+  }
+  nvidia-smi >"$out/nvidia-smi.txt" 2>&1 || true
+  python3 -c 'import torch; print(torch.__version__, torch.version.cuda, torch.cuda.get_device_name(0))' \
+    >"$out/torch.txt" 2>&1 || true
+  record "configure (CUDA LibTorch)" configure.log cmake -S . -B build/gpu -G Ninja \
+    -DCMAKE_BUILD_TYPE=Release "-DCMAKE_PREFIX_PATH=$paths" -DTRAINKIT_BUILD_BENCH=ON \
+    -DTRAINKIT_VERIFY_HEADERS=OFF -DTRAINKIT_INSTALL=OFF
+  record "build" build.log cmake --build build/gpu -j "$(nproc)"
+  # Packaging and the browser screenshot are CPU-side checks that CI runs.
+  record "suite (CTest, CUDA cases run)" ctest.log \
+    ctest --test-dir build/gpu -j 4 --output-on-failure --timeout 300 \
+    -E '^package\.|headless browser'
+  record "CUDA tests on their own" ctest_cuda.log \
+    ctest --test-dir build/gpu -L cuda -V --timeout 300
+  local demo=build/gpu/examples/demo
+  record "demo fp16 (CUDA)" demo_fp16.log \
+    "$demo" --precision fp16 --epochs 3 --runs-dir "$out/demo_fp16"
+  record "demo bf16 (CUDA)" demo_bf16.log \
+    "$demo" --precision bf16 --epochs 3 --runs-dir "$out/demo_bf16"
+  record "benchmarks" bench.log bash bench/run_all.sh build/gpu
+  {
+    echo "trainkit scripts/run.sh gpu: $(cat "$out/torch.txt" 2>/dev/null)"
+    printf '%-34s %-5s %7s  %s\n' step result time log
+    printf '%s\n' "${summary[@]}"
+    grep -h "tests passed\|tests failed\|final:" "$out"/ctest.log "$out"/demo_*.log 2>/dev/null || true
+  } | tee "$out/summary.txt"
+  echo "results: $out"
+  ! grep -q " FAIL " "$out/summary.txt"
 }
 
 cmd="${1:-demo}"; shift || true
 case "$cmd" in
-  setup) install_missing ;;
-  demo)  install_missing; build release; exec ./build/release/examples/demo "$@" ;;
-  test)  install_missing
-         build release; ctest --preset release -j "$(nproc)" "$@"
-         # the threaded data pipeline under ThreadSanitizer
-         build tsan; ctest --preset tsan -j "$(nproc)" "$@"
-         # the whole suite under AddressSanitizer + UndefinedBehaviorSanitizer
-         build asan; ctest --preset asan -j "$(nproc)" "$@" ;;
-  bench) install_missing; build bench; exec bash bench/run_all.sh build/bench ;;
-  *) echo "usage: scripts/run.sh {setup|demo|test|bench} [args]" >&2; exit 2 ;;
+  setup) install_missing "${DEMO_PACKAGES[@]}" "${TEST_PACKAGES[@]}" ;;
+  demo)  install_missing "${DEMO_PACKAGES[@]}"
+         build demo --target demo; exec ./build/demo/examples/demo "$@" ;;
+  test|test-full)
+         install_missing "${DEMO_PACKAGES[@]}" "${TEST_PACKAGES[@]}"
+         start=$SECONDS
+         test_debian12
+         phase "Debian 13 root (cached in /var/cache/trainkit)" bash scripts/debian13.sh root
+         d13_start=$SECONDS
+         bash scripts/debian13.sh run bash scripts/run.sh test-debian13
+         TIMINGS+=("$(printf '%-44s %5d s' "Debian 13 (the three above)" $((SECONDS - d13_start)))")
+         if [ "$cmd" = test-full ]; then
+           # the whole suite under AddressSanitizer + UndefinedBehaviorSanitizer
+           phase "Debian 12 ASan+UBSan: suite" eval 'build asan && ctest --preset asan -j "$(nproc)"'
+         fi
+         TIMINGS+=("$(printf '%-44s %5d s' "whole $cmd command" $((SECONDS - start)))")
+         printf '%s\n' "${TIMINGS[@]}" ;;
+  test-debian13) test_debian13; printf '%s\n' "${TIMINGS[@]}" ;;
+  gpu)   gpu ;;
+  bench) install_missing "${DEMO_PACKAGES[@]}"; build bench; exec bash bench/run_all.sh build/bench ;;
+  *) echo "usage: scripts/run.sh {setup|demo|test|test-full|gpu|bench} [args]" >&2; exit 2 ;;
 esac

@@ -14,17 +14,7 @@ using namespace trainkit;
 
 namespace {
 
-struct NetImpl : torch::nn::Module {
-  NetImpl() {
-    fc1 = register_module("fc1", torch::nn::Linear(16, 32));
-    drop = register_module("drop", torch::nn::Dropout(0.3));
-    fc2 = register_module("fc2", torch::nn::Linear(32, 4));
-  }
-  at::Tensor forward(at::Tensor x) { return fc2(drop(torch::relu(fc1(x.flatten(1))))); }
-  torch::nn::Linear fc1{nullptr}, fc2{nullptr};
-  torch::nn::Dropout drop{nullptr};
-};
-TORCH_MODULE(Net);
+using Net = tk_test::DropNet;
 
 using ResumableTrainer =
     Trainer<optim::AdamW, sched::OneCycle, precision::Fp16, accumulate::Every<3>, clip::Norm>;

@@ -4,32 +4,13 @@
 #include <trainkit/optim.hpp>
 #include <trainkit/precision.hpp>
 
+#include "scaler_trajectory.hpp"
 #include "support.hpp"
 
 using namespace trainkit;
 
 TEST_CASE("GradScaler's scale trajectory matches PyTorch's algorithm") {
-  const auto ref = tk_test::load_reference("scaler.json");
-  precision::GradScaler scaler({.init_scale = ref["init_scale"].get<double>(),
-                                .growth_factor = ref["growth_factor"].get<double>(),
-                                .backoff_factor = ref["backoff_factor"].get<double>(),
-                                .growth_interval = ref["growth_interval"].get<int64_t>()});
-  auto w = torch::zeros({6}).requires_grad_(true);
-  FlatParams flat(std::vector<at::Tensor>{w});
-  const auto pattern = ref["found_inf"].get<std::vector<int>>();
-  const auto scales = ref["scale"].get<std::vector<double>>();
-  const auto trackers = ref["growth_tracker"].get<std::vector<int64_t>>();
-  for (size_t i = 0; i < pattern.size(); ++i) {
-    CAPTURE(i);
-    w.mutable_grad().fill_(scaler.scale_value());
-    if (pattern[i]) w.mutable_grad()[i % 6] = (i % 2) ? NAN : INFINITY;
-    scaler.unscale(flat);
-    CHECK(scaler.found_inf() == bool(pattern[i]));
-    if (!pattern[i]) CHECK(w.grad().eq(1.0).all().item<bool>());
-    scaler.update();
-    CHECK(scaler.scale_value() == scales[i]);
-    CHECK(scaler.growth_tracker() == trackers[i]);
-  }
+  tk_test::check_scaler_trajectory(torch::kCPU);
 }
 
 TEST_CASE("GradScaler never grows the scale past float32's range") {

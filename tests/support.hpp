@@ -60,6 +60,19 @@ inline std::vector<at::Tensor> snapshot(torch::nn::Module& m) {
   return out;
 }
 
+/// An MLP with dropout on 4x4 inputs: its results depend on the RNG state.
+struct DropNetImpl : torch::nn::Module {
+  DropNetImpl() {
+    fc1 = register_module("fc1", torch::nn::Linear(16, 32));
+    drop = register_module("drop", torch::nn::Dropout(0.3));
+    fc2 = register_module("fc2", torch::nn::Linear(32, 4));
+  }
+  at::Tensor forward(at::Tensor x) { return fc2(drop(torch::relu(fc1(x.flatten(1))))); }
+  torch::nn::Linear fc1{nullptr}, fc2{nullptr};
+  torch::nn::Dropout drop{nullptr};
+};
+TORCH_MODULE(DropNet);
+
 inline double max_param_rel_error(torch::nn::Module& a, torch::nn::Module& b) {
   const auto pa = a.parameters(), pb = b.parameters();
   double worst = 0.0;

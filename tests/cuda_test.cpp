@@ -1,0 +1,184 @@
+// The CUDA paths, run where LibTorch sees a GPU (scripts/run.sh gpu) and
+// reported as skipped elsewhere (CTest's SKIP_REGULAR_EXPRESSION matches the
+// line REQUIRE_CUDA prints): fp16 with PyTorch's `_amp_*` kernels, bf16
+// autocast, pinned side-stream batches, CUDA RNG in checkpoints, NCCL.
+#include <trainkit/parallel/ddp.hpp>
+#include <trainkit/trainkit.hpp>
+
+#include <cstdio>
+
+#include "scaler_trajectory.hpp"
+#include "support.hpp"
+
+using namespace trainkit;
+
+#define REQUIRE_CUDA()                                                     \
+  do {                                                                     \
+    if (!TRAINKIT_HAS_CUDA || !torch::cuda::is_available()) {              \
+      std::puts("trainkit-skip: needs a CUDA device and a CUDA LibTorch"); \
+      return;                                                              \
+    }                                                                      \
+  } while (0)
+
+namespace {
+
+const torch::Device cuda(torch::kCUDA, 0);
+
+using tk_test::DropNet;
+
+std::vector<data::Batch> batches(int n, int64_t batch = 32, uint64_t seed = 3) {
+  auto gen = data::generator(seed);
+  std::vector<data::Batch> out;
+  for (int i = 0; i < n; ++i)
+    out.push_back({at::randn({batch, 16}, gen), at::randint(0, 4, {batch}, gen)});
+  return out;
+}
+
+/// Saves a checkpoint at `at_step` and stops there.
+struct StopAt {
+  std::filesystem::path file;
+  int64_t at_step;
+  void on_step_end(TrainState& s) {
+    if (s.step != at_step) return;
+    s.save_checkpoint(file);
+    s.request_stop("interrupted");
+  }
+};
+
+}  // namespace
+
+TEST_CASE("fp16 on CUDA: the _amp_ kernels follow PyTorch's scale trajectory") {
+  REQUIRE_CUDA();
+  tk_test::check_scaler_trajectory(cuda);
+}
+
+TEST_CASE("fp16 autocast on CUDA trains, and an inf step changes nothing") {
+  REQUIRE_CUDA();
+  using T = Trainer<optim::AdamW, sched::Constant, precision::Fp16>;
+  torch::manual_seed(5);
+  T trainer(DropNet(), {.optim = {.lr = 1e-2}, .parallel = {.device = cuda}});
+  CHECK(trainer.device().is_cuda());
+  const auto data = batches(20);
+  const auto first = trainer.fit(task::Classification{}, data, {.epochs = 1});
+  const auto later = trainer.fit(task::Classification{}, data, {.epochs = 3});
+  CHECK(later.metrics.at("train_loss") < first.metrics.at("train_loss"));
+
+  auto& fp16 = trainer.precision();
+  const auto before = tk_test::snapshot(trainer.model());
+  const double scale = fp16.scaler().scale_value();
+  auto& flat = trainer.flat_params();
+  flat.zero_grad();
+  fp16.backward(trainer.model().parameters()[0].sum() * INFINITY);
+  fp16.unscale(flat);
+  fp16.step([&] { trainer.optimizer().step(); });
+  fp16.update();
+  const auto after = tk_test::snapshot(trainer.model());
+  for (size_t i = 0; i < before.size(); ++i) CHECK(torch::equal(before[i], after[i]));
+  CHECK(fp16.scaler().scale_value() == scale * 0.5);
+}
+
+TEST_CASE("bf16 autocast on CUDA: bf16 matmuls, fp32 parameters, fp32-like training") {
+  REQUIRE_CUDA();
+  {
+    trainkit::detail::AutocastScope scope(c10::DeviceType::CUDA, at::kBFloat16);
+    const auto y = torch::matmul(torch::randn({8, 8}, cuda), torch::randn({8, 8}, cuda));
+    CHECK((y.scalar_type() == at::kBFloat16));
+  }
+  using Bf16 = Trainer<optim::AdamW, sched::Constant, precision::Bf16>;
+  using Fp32 = Trainer<optim::AdamW, sched::Constant, precision::Fp32>;
+  const auto data = batches(20);
+  torch::manual_seed(5);
+  Bf16 low(tk_test::Mlp(16, 32, 4), {.optim = {.lr = 1e-2}, .parallel = {.device = cuda}});
+  torch::manual_seed(5);
+  Fp32 full(tk_test::Mlp(16, 32, 4), {.optim = {.lr = 1e-2}, .parallel = {.device = cuda}});
+  const auto a = low.fit(task::Classification{}, data, {.epochs = 3});
+  const auto b = full.fit(task::Classification{}, data, {.epochs = 3});
+  for (const auto& p : low.model().parameters()) CHECK((p.scalar_type() == at::kFloat));
+  CHECK(a.metrics.at("train_loss") == doctest::Approx(b.metrics.at("train_loss")).epsilon(0.05));
+}
+
+TEST_CASE("the loader's pinned side-stream batches on CUDA equal the CPU loader's") {
+  REQUIRE_CUDA();
+  auto gen = data::generator(2);
+  const data::TensorDataset ds{at::randn({300, 3, 8, 8}, gen), at::randint(0, 10, {300}, gen)};
+  auto make = [&](std::optional<torch::Device> device) {
+    return data::Loader(ds, data::RandomSampler({.size = 300, .seed = 4}),
+                        {.batch_size = 32,
+                         .workers = 2,
+                         .seed = 1,
+                         .device = device,
+                         .device_transform = data::transforms::HorizontalFlip{0.5}});
+  };
+  auto on_gpu = make(cuda);
+  auto on_cpu = make(std::nullopt);
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    on_gpu.set_epoch(epoch);
+    on_cpu.set_epoch(epoch);
+    std::vector<data::Batch> gpu, cpu;
+    for (const auto& b : on_gpu) {
+      CHECK(b.input.is_cuda());
+      // A long kernel on the compute stream: the next batch's copy, on the
+      // side stream, must still arrive intact behind it.
+      at::Tensor busy = torch::randn({512, 512}, cuda);
+      for (int i = 0; i < 20; ++i) busy = busy.matmul(busy).tanh_();
+      gpu.push_back({b.input.cpu(), b.target.cpu()});
+    }
+    for (const auto& b : on_cpu) cpu.push_back({b.input.clone(), b.target.clone()});
+    REQUIRE(gpu.size() == cpu.size());
+    for (size_t i = 0; i < gpu.size(); ++i) {
+      CHECK(torch::equal(gpu[i].input, cpu[i].input));
+      CHECK(torch::equal(gpu[i].target, cpu[i].target));
+    }
+  }
+}
+
+TEST_CASE("a checkpoint carries the CUDA RNG: dropout on CUDA resumes bitwise") {
+  REQUIRE_CUDA();
+  using T =
+      Trainer<optim::AdamW, sched::OneCycle, precision::Fp16, accumulate::Every<2>, clip::Norm>;
+  auto make = [] {
+    torch::manual_seed(11);
+    return std::make_unique<T>(DropNet(), T::Options{.optim = {.lr = 1e-2},
+                                                     .sched = {.max_lr = 2e-2},
+                                                     .clip = {.max_norm = 0.5},
+                                                     .parallel = {.device = cuda}});
+  };
+  const auto data = batches(12);
+  const auto file = tk_test::temp_dir("trainkit_cuda_resume") / "step-5.ckpt";
+  auto reference = make();
+  reference->fit(task::Classification{}, data, {.epochs = 3});
+  auto first = make();
+  first->fit(task::Classification{}, data, {.epochs = 3}, StopAt{file, 5});
+  // The next draws must come from the checkpoint, not from this state.
+  torch::cuda::manual_seed_all(999);
+  auto second = make();
+  FitOptions resume{.epochs = 3};
+  resume.resume_from = file;
+  second->fit(task::Classification{}, data, resume);
+  const auto a = second->model().parameters(), b = reference->model().parameters();
+  for (size_t i = 0; i < a.size(); ++i) CHECK(torch::equal(a[i], b[i]));
+}
+
+TEST_CASE("NCCL with one rank: DDP trains exactly as one device") {
+  REQUIRE_CUDA();
+  using Single = Trainer<optim::SGD, sched::Constant>;
+  using Nccl = Trainer<optim::SGD, sched::Constant, precision::Fp32, accumulate::None, clip::None,
+                       parallel::DDP>;
+  const auto data = batches(10);
+  torch::manual_seed(5);
+  Single one(tk_test::Mlp(16, 32, 4), {.optim = {.lr = 0.1}, .parallel = {.device = cuda}});
+  torch::manual_seed(5);
+  Nccl ddp(tk_test::Mlp(16, 32, 4), {.optim = {.lr = 0.1},
+                                     .parallel = {.backend = "nccl",
+                                                  .device = cuda,
+                                                  .timeout = std::chrono::seconds(60),
+                                                  .rendezvous = {.rank = 0,
+                                                                 .world_size = 1,
+                                                                 .local_rank = 0,
+                                                                 .master_addr = "127.0.0.1",
+                                                                 .master_port = 29517}}});
+  one.fit(task::Classification{}, data, {.epochs = 2});
+  ddp.fit(task::Classification{}, data, {.epochs = 2});
+  const auto a = one.model().parameters(), b = ddp.model().parameters();
+  for (size_t i = 0; i < a.size(); ++i) CHECK(tk_test::max_rel_error(b[i], a[i]) < 1e-6);
+}
