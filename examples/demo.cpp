@@ -1,5 +1,5 @@
 // The main job: a small CNN trained on the built-in glyph dataset (or MNIST
-// with --mnist DIR), AdamW + OneCycle in fp32, with a progress bar, early
+// with --mnist DIR), AdamW + OneCycle in fp32 (--precision bf16|fp16), with a progress bar, early
 // stopping, per-epoch validation and a final accuracy line. It logs to
 // runs/demo/ (--runs-dir): a CSV and a JSON-lines log, TensorBoard event
 // files and a self-contained HTML run report; --profile A:B adds a Chrome
@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <optional>
 #include <string>
 
 #include "models.hpp"
@@ -26,6 +27,7 @@ int main(int argc, char** argv) {
   double max_lr = 3e-3;
   double peak_flops = 0;
   std::string mnist_dir, runs_dir = "runs/demo", csv, model_name = "cnn", profile;
+  std::string precision_name = "fp32";
   app.add_option("--epochs", epochs, "training epochs")->check(CLI::PositiveNumber);
   app.add_option("--train-size", train_size, "glyphs to train on")->check(CLI::PositiveNumber);
   app.add_option("--val-size", val_size, "glyphs to validate on")->check(CLI::PositiveNumber);
@@ -46,6 +48,9 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   app.add_option("--model", model_name, "cnn or linear")->check(CLI::IsMember({"cnn", "linear"}));
   bool ddp = false;
+  app.add_option("--precision", precision_name,
+                 "fp32, bf16 (autocast) or fp16 (CUDA: autocast + loss scaling)")
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
   app.add_flag("--ddp", ddp, "one process of a DDP run (RANK/WORLD_SIZE/... from the launcher)");
   CLI11_PARSE(app, argc, argv);
   if (threads > 0) torch::set_num_threads(threads);
@@ -55,6 +60,11 @@ int main(int argc, char** argv) {
                                       (long long*)&profile_last) != 2) {
     std::fprintf(stderr, "demo: --profile takes A:B, two step numbers; got \"%s\"\n",
                  profile.c_str());
+    return 2;
+  }
+  if (ddp && precision_name != "fp32") {
+    std::fprintf(stderr, "demo: --precision %s trains one process; --ddp trains in fp32\n",
+                 precision_name.c_str());
     return 2;
   }
 
@@ -74,16 +84,20 @@ int main(int argc, char** argv) {
     std::fflush(stdout);  // before the progress bar writes to stderr
 
     // Random shifts of up to 2 pixels, drawn per batch on the device side.
-    // The trainer gives the sampler this process's shard under DDP.
+    // The trainer gives the sampler this process's shard under DDP. On one
+    // GPU, batches are built in pinned memory and copied ahead on a side stream.
+    std::optional<torch::Device> device;
+    if (!ddp && torch::cuda::is_available()) device = torch::Device(torch::kCUDA, 0);
     data::Loader train_batches(train, data::DistributedSampler({.size = train.size(), .seed = 42}),
                                {.batch_size = batch_size,
                                 .workers = workers,
                                 .seed = 42,
+                                .device = device,
                                 .device_transform = data::transforms::RandomCrop{28, 2}});
     torch::manual_seed(0);
-    auto run = [&]<class Parallel>(Parallel*, auto model) {
-      using DemoTrainer = Trainer<optim::AdamW, sched::OneCycle, precision::Fp32, accumulate::None,
-                                  clip::None, Parallel>;
+    auto run = [&]<class Parallel, class Precision>(Parallel*, Precision*, auto model) {
+      using DemoTrainer =
+          Trainer<optim::AdamW, sched::OneCycle, Precision, accumulate::None, clip::None, Parallel>;
       DemoTrainer trainer(
           model, {.optim = {.lr = max_lr, .weight_decay = 0.01}, .sched = {.max_lr = max_lr}});
       // Each rank validates its shard; the trainer averages over ranks.
@@ -115,11 +129,18 @@ int main(int argc, char** argv) {
       return fit(callbacks::Profiler(
           {.first_step = profile_first, .last_step = profile_last, .dir = runs_dir + "/profile"}));
     };
-    auto pick_model = [&](auto* parallel) {
-      return model_name == "cnn" ? run(parallel, SmallCnn()) : run(parallel, LinearModel());
+    auto pick_model = [&](auto* parallel, auto* precision) {
+      return model_name == "cnn" ? run(parallel, precision, SmallCnn())
+                                 : run(parallel, precision, LinearModel());
     };
-    const auto result = ddp ? pick_model(static_cast<parallel::DDP*>(nullptr))
-                            : pick_model(static_cast<parallel::Single*>(nullptr));
+    auto single = [&](auto* precision) {
+      return pick_model(static_cast<parallel::Single*>(nullptr), precision);
+    };
+    const auto result = ddp ? pick_model(static_cast<parallel::DDP*>(nullptr),
+                                         static_cast<precision::Fp32*>(nullptr))
+                        : precision_name == "bf16" ? single(static_cast<precision::Bf16*>(nullptr))
+                        : precision_name == "fp16" ? single(static_cast<precision::Fp16*>(nullptr))
+                                                   : single(static_cast<precision::Fp32*>(nullptr));
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (parallel::Environment::detect().rank != 0) return 0;  // rank 0 reports
