@@ -34,6 +34,7 @@ torch::nn::Sequential mlp(int64_t width, int64_t layers, int64_t in, int64_t out
 
 tk::parallel::DDP::Options options(int port_offset) {
   tk::parallel::DDP::Options o;
+  o.device = torch::Device(torch::kCPU);  // Gloo ranks on CPUs, also beside a GPU
   o.rendezvous.master_port = std::stoi(std::getenv("MASTER_PORT")) + port_offset;
   return o;
 }

@@ -35,4 +35,5 @@ PY
 else
   echo '# python3-torch not installed: skipping the PyTorch-in-Python baseline'
 fi
-bash bench/compile_time.sh
+# Debian's LibTorch layout (the CPU machines): skipped elsewhere.
+if [ -d /usr/include/torch/csrc/api/include ]; then bash bench/compile_time.sh; fi

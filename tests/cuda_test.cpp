@@ -6,18 +6,22 @@
 #include <trainkit/trainkit.hpp>
 
 #include <cstdio>
+#include <cstdlib>
 
 #include "scaler_trajectory.hpp"
 #include "support.hpp"
 
 using namespace trainkit;
 
-#define REQUIRE_CUDA()                                                     \
-  do {                                                                     \
-    if (!TRAINKIT_HAS_CUDA || !torch::cuda::is_available()) {              \
-      std::puts("trainkit-skip: needs a CUDA device and a CUDA LibTorch"); \
-      return;                                                              \
-    }                                                                      \
+// scripts/run.sh gpu sets TRAINKIT_REQUIRE_CUDA: there a skip is a failure.
+#define REQUIRE_CUDA()                                                                       \
+  do {                                                                                       \
+    if (!TRAINKIT_HAS_CUDA || !torch::cuda::is_available()) {                                \
+      REQUIRE_MESSAGE((std::getenv("TRAINKIT_REQUIRE_CUDA") == nullptr),                     \
+                      "TRAINKIT_REQUIRE_CUDA is set but this build or machine has no CUDA"); \
+      std::puts("trainkit-skip: needs a CUDA device and a CUDA LibTorch");                   \
+      return;                                                                                \
+    }                                                                                        \
   } while (0)
 
 namespace {

@@ -65,6 +65,7 @@ Loader make_loader(int64_t n, int64_t batch) {
 
 tk::parallel::DDP::Options ddp_options(int port_offset, std::chrono::milliseconds timeout = 60s) {
   tk::parallel::DDP::Options o;
+  o.device = torch::Device(torch::kCPU);  // Gloo ranks on CPUs, also beside a GPU
   o.timeout = timeout;
   o.rendezvous.master_port = std::stoi(std::getenv("MASTER_PORT")) + port_offset;
   return o;
