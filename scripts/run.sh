@@ -58,10 +58,10 @@ test_debian12() {
 
 # Runs inside the Debian 13 root (scripts/debian13.sh).
 test_debian13() {
-  phase "Debian 13 GCC 14: build + suite" \
-    eval 'build d13-gcc && ctest --preset d13-gcc -j "$(nproc)"'
   phase "Debian 13 Clang: build + fast suite" \
     eval 'build d13-clang && ctest --preset d13-clang -j "$(nproc)"'
+  phase "Debian 13 GCC 14: build + suite" \
+    eval 'build d13-gcc && ctest --preset d13-gcc -j "$(nproc)"'
   phase "Debian 13 cuda-compile: objects" build cuda-compile
 }
 
@@ -126,11 +126,11 @@ case "$cmd" in
   test|test-full)
          install_missing "${DEMO_PACKAGES[@]}" "${TEST_PACKAGES[@]}"
          start=$SECONDS
-         test_debian12
          phase "Debian 13 root (cached in /var/cache/trainkit)" bash scripts/debian13.sh root
          d13_start=$SECONDS
          bash scripts/debian13.sh run bash scripts/run.sh test-debian13
          TIMINGS+=("$(printf '%-44s %5d s' "Debian 13 (the three above)" $((SECONDS - d13_start)))")
+         test_debian12
          if [ "$cmd" = test-full ]; then
            # the whole suite under AddressSanitizer + UndefinedBehaviorSanitizer
            phase "Debian 12 ASan+UBSan: suite" eval 'build asan && ctest --preset asan -j "$(nproc)"'

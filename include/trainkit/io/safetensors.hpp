@@ -33,7 +33,7 @@ static_assert(std::endian::native == std::endian::little,
 using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
 
 struct Safetensors {
-  NamedTensors tensors;                         ///< in file order
+  NamedTensors tensors;                         ///< in data order (by offset)
   std::map<std::string, std::string> metadata;  ///< "__metadata__"
 };
 
@@ -117,6 +117,7 @@ inline Safetensors from_safetensors(const std::string& bytes, const std::string&
   struct Range {
     uint64_t begin, end;
     std::string name;
+    size_t index;  // in out.tensors
   };
   std::vector<Range> ranges;
   for (const auto& [name, entry] : header.items()) {
@@ -166,12 +167,12 @@ inline Safetensors from_safetensors(const std::string& bytes, const std::string&
       bad_file(file, where + " ends at byte " + std::to_string(end) + " of a " +
                          std::to_string(data_size) + "-byte data section (truncated?)");
     }
-    ranges.push_back({begin, end, name});
+    ranges.push_back({begin, end, name, out.tensors.size()});
     auto t = at::empty(shape, at::TensorOptions().dtype(type));
     if (expected > 0) std::memcpy(t.data_ptr(), data + begin, expected);
     out.tensors.emplace_back(name, std::move(t));
   }
-  std::sort(ranges.begin(), ranges.end(), [](const Range& a, const Range& b) {
+  std::stable_sort(ranges.begin(), ranges.end(), [](const Range& a, const Range& b) {
     return a.begin < b.begin || (a.begin == b.begin && a.end < b.end);
   });
   uint64_t cursor = 0;
@@ -188,6 +189,11 @@ inline Safetensors from_safetensors(const std::string& bytes, const std::string&
     bad_file(file, "the tensors cover " + std::to_string(cursor) + " of the " +
                        std::to_string(data_size) + " data bytes");
   }
+  // In data order: a file's one order whatever its header's key order (so a
+  // round trip keeps the writer's order).
+  NamedTensors in_data_order;
+  for (const auto& r : ranges) in_data_order.push_back(std::move(out.tensors[r.index]));
+  out.tensors = std::move(in_data_order);
   return out;
 }
 
