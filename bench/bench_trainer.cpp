@@ -3,6 +3,8 @@
 // same flat optimizer (and, for context, with torch::optim::AdamW). Runs are
 // interleaved and the median kept. With --pagefaults, reports minor page
 // faults per step of a small CNN (run once with keep, once with default).
+// With --anchor, steps/s of Trainer<AdamW> on the tiny MLP and the demo CNN,
+// the C++ side of bench/anchor_pytorch.py (bench/anchor.sh compares them).
 #include <torch/torch.h>
 #include <trainkit/trainkit.hpp>
 
@@ -126,9 +128,45 @@ void page_faults(bool keep) {
   bench::report("page_faults_small_cnn", buf);
 }
 
+/// Steps per second of Trainer<AdamW> on `model` over `batches`, median of 5.
+template <class Model>
+double trainer_steps_per_s(Model model, const std::vector<data::Batch>& batches, int64_t steps) {
+  Trainer<optim::AdamW> trainer(model, {.optim = {.lr = 1e-3}});
+  trainer.fit(task::Classification{}, Cycle{&batches, 3}, {.epochs = 1});  // warm up
+  std::vector<double> rates;
+  for (int r = 0; r < 5; ++r) {
+    const auto start = std::chrono::steady_clock::now();
+    trainer.fit(task::Classification{}, Cycle{&batches, steps}, {.epochs = 1});
+    rates.push_back(
+        double(steps) /
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  return median(rates);
+}
+
+void anchor() {
+  torch::manual_seed(0);
+  const double mlp = trainer_steps_per_s(Mlp(32, 64, 10), make_batches(16, 32, 32, 10), kSteps);
+  std::vector<data::Batch> images;
+  for (const auto& b : make_batches(16, 64, 28 * 28, 10))
+    images.push_back({b.input.view({64, 1, 28, 28}), b.target});
+  torch::manual_seed(0);
+  const double cnn = trainer_steps_per_s(SmallCnn(), images, 60);
+  char buf[200];
+  std::snprintf(buf, sizeof buf,
+                "\"threads\": %d, \"torch\": \"%d.%d\", \"tiny_mlp_steps_per_s\": %.1f, "
+                "\"demo_cnn_steps_per_s\": %.1f",
+                at::get_num_threads(), TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR, mlp, cnn);
+  bench::report("anchor_trainkit", buf);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 2 && std::strcmp(argv[1], "--anchor") == 0) {
+    anchor();
+    return 0;
+  }
   if (argc == 3 && std::strcmp(argv[1], "--pagefaults") == 0) {
     page_faults(std::strcmp(argv[2], "keep") == 0);
     return 0;
