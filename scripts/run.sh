@@ -2,10 +2,10 @@
 # One entry point for people and CI (see README.md):
 #   scripts/run.sh demo [demo flags]   install what the demo needs, build it, train it
 #   scripts/run.sh test                install what is missing, then the whole suite:
-#                                      Debian 12 (LibTorch 1.13, GCC 12): release and the
-#                                      data tests under TSan; Debian 13 (LibTorch 2.6):
-#                                      release with GCC 14, the fast suite with Clang,
-#                                      every CUDA path compiled
+#                                      Debian 13 (LibTorch 2.6): the fast suite with
+#                                      Clang, release with GCC 14, every CUDA path
+#                                      compiled; Debian 12 (LibTorch 1.13, GCC 12):
+#                                      release and the data tests under TSan
 #   scripts/run.sh test-full           all of `test`, then the suite under ASan + UBSan
 #   scripts/run.sh gpu                 on a CUDA machine: the suite, the demo in fp16 and
 #                                      bf16 and the benchmarks, into one results folder
