@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <torch/torch.h>
+#include <trainkit/io.hpp>
 #include <trainkit/trainkit.hpp>
 
 #include <chrono>

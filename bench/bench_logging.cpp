@@ -4,6 +4,8 @@
 // interleaved and the median kept; the ratios are against the run without
 // callbacks measured in the same process.
 #include <torch/torch.h>
+#include <trainkit/callbacks.hpp>
+#include <trainkit/io.hpp>
 #include <trainkit/trainkit.hpp>
 
 #include <algorithm>

@@ -8,6 +8,8 @@
 // CPUs, NCCL on GPUs), started by scripts/launch.sh, torchrun or srun.
 #include <torch/torch.h>
 #include <CLI/CLI.hpp>
+#include <trainkit/callbacks.hpp>
+#include <trainkit/io.hpp>
 #include <trainkit/parallel/ddp.hpp>
 #include <trainkit/trainkit.hpp>
 

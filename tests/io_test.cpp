@@ -252,6 +252,36 @@ TEST_CASE("kill test: SIGKILL at any point, resume from disk, finish bitwise equ
   std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("checkpoint values keep their kinds, in the file as JSON; a wrong kind is an error") {
+  io::Checkpoint ckpt;
+  ckpt.parts["p"].values = {
+      {"flag", true}, {"count", int64_t(1) << 40}, {"small", 3},
+      {"x", 0.25},    {"best", INFINITY},          {"worst", -INFINITY},
+      {"none", NAN},  {"name", "Trainer<a, b>"},   {"legacy", StateDict::number(INFINITY)}};
+  const auto bytes = io::to_checkpoint_bytes(ckpt);
+  // the JSON that checkpoints have always held: JSON has no infinity or NaN
+  CHECK(io::from_safetensors(bytes, "f").metadata.at("trainkit.values") ==
+        R"({"p":{"best":"inf","count":1099511627776,"flag":true,"legacy":"inf",)"
+        R"("name":"Trainer<a, b>","none":"nan","small":3,"worst":"-inf","x":0.25}})");
+  const auto& p = io::from_checkpoint_bytes(bytes, "f").parts.at("p");
+  CHECK(p.value<bool>("flag"));
+  CHECK(p.value<int64_t>("count") == int64_t(1) << 40);
+  CHECK(p.value<int>("small") == 3);
+  CHECK(p.value<double>("small") == 3.0);  // an integer reads as a double
+  CHECK(p.value<double>("x") == 0.25);
+  CHECK(p.value<double>("best") == INFINITY);
+  CHECK(p.value<double>("worst") == -INFINITY);
+  CHECK(std::isnan(p.value<double>("none")));
+  CHECK(p.value<std::string>("name") == "Trainer<a, b>");
+  CHECK_THROWS_WITH_AS(p.value<int64_t>("x"),
+                       "trainkit: checkpoint value \"x\" is a number of the wrong type for this "
+                       "state",
+                       Error);
+  CHECK_THROWS_WITH_AS(p.value<bool>("small"), doctest::Contains("\"small\" is an integer"), Error);
+  CHECK_THROWS_WITH_AS(p.value<double>("missing"),
+                       "trainkit: checkpoint state has no value \"missing\"", Error);
+}
+
 TEST_CASE("a checkpoint cut at every byte or with any byte flipped is rejected, never half-read") {
   io::Checkpoint ckpt;
   ckpt.parts["model"].tensors["w"] = torch::arange(24.0f).view({4, 6});

@@ -4,6 +4,8 @@
 // latest checkpoint in the folder, if there is one.
 //   kill_helper DIR OUT.safetensors [--resume]
 #include <torch/torch.h>
+#include <trainkit/callbacks.hpp>
+#include <trainkit/io.hpp>
 #include <trainkit/trainkit.hpp>
 
 #include <cstdio>

@@ -7,6 +7,8 @@
 #include <libxml/tree.h>
 #include <png.h>
 #endif
+#include <trainkit/callbacks.hpp>
+#include <trainkit/io.hpp>
 #include <trainkit/trainkit.hpp>
 
 #include <cstdio>

@@ -2,6 +2,8 @@
 // uninterrupted one (dropout RNG, accumulation, a threaded loader with random
 // transforms, mid-epoch and at an epoch end); callback, schedule and scaler
 // state survive; bad files are rejected whole, naming the file.
+#include <trainkit/callbacks.hpp>
+#include <trainkit/io.hpp>
 #include <trainkit/trainkit.hpp>
 
 #include <csignal>

@@ -231,6 +231,32 @@ TEST_CASE("on_exception sees the error, which still reaches the caller") {
   CHECK(seen);
 }
 
+// No source file of test_trainer includes trainkit/io/checkpoint.hpp: the
+// Trainer compiles without the checkpoint codec and says what to include.
+TEST_CASE("resume_from and checkpoint_on_signal without the checkpoint codec name the include") {
+  const bool registered = io::detail::checkpoint_codec().read != nullptr;
+  REQUIRE_FALSE(registered);
+  const auto ds = regression_data(20);
+  Trainer<optim::SGD> trainer(tk_test::seeded_mlp());
+  data::TensorBatches batches(ds, {.batch_size = 10});
+  CHECK_THROWS_WITH_AS(trainer.fit(task::Classification{}, batches, {.resume_from = "runs/x"}),
+                       "trainkit: fit.resume_from = \"runs/x\" needs the checkpoint file format: "
+                       "#include <trainkit/io/checkpoint.hpp> (or <trainkit/io.hpp>) in one "
+                       "source file of the program",
+                       Error);
+  CHECK_THROWS_WITH_AS(
+      trainer.fit(task::Classification{}, batches, {.checkpoint_on_signal = "x.ckpt"}),
+      doctest::Contains("fit.checkpoint_on_signal = \"x.ckpt\" needs the checkpoint file format"),
+      Error);
+  struct SavesAtFirstStep {
+    void on_step_end(TrainState& s) { s.save_checkpoint("x.ckpt"); }
+  };
+  CHECK_THROWS_WITH_AS(
+      trainer.fit(task::Classification{}, batches, {}, SavesAtFirstStep{}),
+      doctest::Contains("TrainState::save_checkpoint = \"x.ckpt\" needs the checkpoint file"),
+      Error);
+}
+
 TEST_CASE("Bf16 runs the forward under CPU autocast and restores the previous state") {
   auto model = tk_test::seeded_mlp();
   Trainer<optim::AdamW, sched::Constant, precision::Bf16> trainer(model);

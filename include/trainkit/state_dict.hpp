@@ -1,23 +1,58 @@
 #pragma once
 // StateDict: what a policy or callback saves into a checkpoint: plain values
-// as JSON and tensors by name. Loading checks everything it needs before
-// changing anything, so a bad checkpoint never leaves an object half-loaded.
+// (bool, integer, double, string) and tensors by name. Loading checks
+// everything it needs before changing anything, so a bad checkpoint never
+// leaves an object half-loaded. The values are a small closed type rather
+// than JSON so that every Trainer does not compile a JSON library; the
+// checkpoint file (io/checkpoint.hpp) writes them as JSON.
 #include <torch/types.h>
-#include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <concepts>
+#include <cstdint>
 #include <limits>
 #include <map>
 #include <sstream>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 #include "trainkit/error.hpp"
 
 namespace trainkit {
 
+/// One plain value of a StateDict.
+class StateValue {
+ public:
+  enum class Kind { kBool, kInt, kDouble, kString };
+
+  StateValue() = default;
+  StateValue(bool b) : kind_(Kind::kBool), int_(b) {}
+  template <std::integral T>
+  requires(!std::same_as<T, bool>) StateValue(T i)
+      : kind_(Kind::kInt), int_(static_cast<int64_t>(i)) {}
+  template <std::floating_point T>
+  StateValue(T x) : kind_(Kind::kDouble), double_(static_cast<double>(x)) {}
+  StateValue(std::string s) : kind_(Kind::kString), string_(std::move(s)) {}
+  StateValue(const char* s) : kind_(Kind::kString), string_(s) {}
+
+  Kind kind() const { return kind_; }
+  bool as_bool() const { return int_ != 0; }
+  int64_t as_int() const { return int_; }
+  double as_double() const { return double_; }
+  const std::string& as_string() const { return string_; }
+
+  friend bool operator==(const StateValue&, const StateValue&) = default;
+
+ private:
+  Kind kind_ = Kind::kInt;
+  int64_t int_ = 0;
+  double double_ = 0.0;
+  std::string string_;
+};
+
 struct StateDict {
-  nlohmann::json values = nlohmann::json::object();
+  std::map<std::string, StateValue> values;
   std::map<std::string, at::Tensor> tensors;
 
   /// The tensor `name`, which must exist with `like`'s shape and dtype.
@@ -33,24 +68,38 @@ struct StateDict {
     }
     return it->second;
   }
+
+  /// The value `key` as T (bool, an integer type, a floating type or
+  /// std::string); an integer reads as a double, nothing else converts.
   template <class T>
   T value(const std::string& key) const {
-    if (!values.contains(key))
-      throw Error("trainkit: checkpoint state has no value \"" + key + "\"");
-    const auto& v = values.at(key);
-    if constexpr (std::is_floating_point_v<T>) {
-      if (v.is_string()) {  // see number(): JSON has no infinity or NaN
-        const auto text = v.get<std::string>();
-        if (text == "inf") return std::numeric_limits<T>::infinity();
-        if (text == "-inf") return -std::numeric_limits<T>::infinity();
-        if (text == "nan") return std::numeric_limits<T>::quiet_NaN();
+    const auto it = values.find(key);
+    if (it == values.end()) throw Error("trainkit: checkpoint state has no value \"" + key + "\"");
+    const StateValue& v = it->second;
+    using K = StateValue::Kind;
+    if constexpr (std::is_same_v<T, bool>) {
+      if (v.kind() == K::kBool) return v.as_bool();
+    } else if constexpr (std::is_integral_v<T>) {
+      if (v.kind() == K::kInt) return static_cast<T>(v.as_int());
+    } else if constexpr (std::is_floating_point_v<T>) {
+      if (v.kind() == K::kDouble) return static_cast<T>(v.as_double());
+      if (v.kind() == K::kInt) return static_cast<T>(v.as_int());
+      if (v.kind() == K::kString) {  // see number(): JSON has no infinity or NaN
+        if (v.as_string() == "inf") return std::numeric_limits<T>::infinity();
+        if (v.as_string() == "-inf") return -std::numeric_limits<T>::infinity();
+        if (v.as_string() == "nan") return std::numeric_limits<T>::quiet_NaN();
       }
+    } else {
+      static_assert(std::is_same_v<T, std::string>, "StateDict::value<T>: T is not a value type");
+      if (v.kind() == K::kString) return v.as_string();
     }
-    return v.get<T>();
+    static constexpr const char* kKinds[] = {"a bool", "an integer", "a number", "a string"};
+    throw Error("trainkit: checkpoint value \"" + key + "\" is " +
+                kKinds[static_cast<int>(v.kind())] + " of the wrong type for this state");
   }
 
-  /// A double as JSON, infinities and NaN as strings (JSON would make them null).
-  static nlohmann::json number(double x) {
+  /// A double, infinities and NaN as strings (so the JSON file keeps them).
+  static StateValue number(double x) {
     if (std::isnan(x)) return "nan";
     if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
     return x;

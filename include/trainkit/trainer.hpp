@@ -43,7 +43,8 @@
 #include "trainkit/detail/policy_checks.hpp"
 #include "trainkit/detail/signals.hpp"
 #include "trainkit/error.hpp"
-#include "trainkit/io/checkpoint.hpp"
+#include "trainkit/io/checkpoint_codec.hpp"
+#include "trainkit/io/named_tensors.hpp"
 #include "trainkit/optim/adamw.hpp"
 #include "trainkit/parallel/single.hpp"
 #include "trainkit/precision/fp32.hpp"
@@ -163,15 +164,20 @@ class Trainer {
     epoch_done_ = false;
     // Every rank calls this at the same point; rank 0 writes once all are there.
     state.checkpoint_writer = [&](const std::filesystem::path& path) {
+      const auto& codec = io::checkpoint_codec("TrainState::save_checkpoint", path.string());
       barrier("checkpoint " + path.string());
       auto ckpt = make_checkpoint(state, hooks, false);  // gathers sharded state: all ranks
-      if (state.is_main_process()) io::write_checkpoint(path, ckpt);
+      if (state.is_main_process()) codec.write(path, ckpt);
       barrier("checkpoint " + path.string() + " written");
     };
+    if (!options.checkpoint_on_signal.empty()) {  // fail now, not when the signal comes
+      io::checkpoint_codec("fit.checkpoint_on_signal", options.checkpoint_on_signal.string());
+    }
     int64_t first_epoch = 0, first_batch = 0;
     if (!options.resume_from.empty()) {
+      const auto& codec = io::checkpoint_codec("fit.resume_from", options.resume_from.string());
       const auto file = io::resolve_checkpoint(options.resume_from);
-      restore(io::read_checkpoint(file), file.string(), state, hooks, first_epoch, first_batch);
+      restore(codec.read(file), file.string(), state, hooks, first_epoch, first_batch);
       apply_schedule(state);
     }
     FitResult result;

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "trainkit/error.hpp"
+#include "trainkit/io/checkpoint.hpp"  // the file format, registered for save_checkpoint
 #include "trainkit/state.hpp"
 #include "trainkit/state_dict.hpp"
 

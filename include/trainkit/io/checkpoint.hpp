@@ -4,8 +4,11 @@
 // metadata holds each part's plain values as JSON, plus a CRC-32 over the
 // whole file (computed with the CRC field zeroed). Reading checks the CRC
 // before anything else: a truncated, flipped or foreign file is an error that
-// names the file, never a half-loaded state.
+// names the file, never a half-loaded state. Including this header (in any
+// one source file of a program) registers the codec that Trainer::fit uses
+// for resume_from, checkpoint_on_signal and TrainState::save_checkpoint.
 #include <zlib.h>
+#include <nlohmann/json.hpp>
 
 #include <cstdio>
 #include <cstring>
@@ -15,14 +18,11 @@
 #include <string>
 
 #include "trainkit/io/atomic_file.hpp"
+#include "trainkit/io/checkpoint_codec.hpp"
 #include "trainkit/io/safetensors.hpp"
 #include "trainkit/state_dict.hpp"
 
 namespace trainkit::io {
-
-struct Checkpoint {
-  std::map<std::string, StateDict> parts;  ///< "trainer", "model", "optim", "callback.0", ...
-};
 
 namespace detail {
 inline constexpr const char* kCrcKey = "\"trainkit.crc32\":\"";
@@ -34,13 +34,38 @@ inline uint32_t crc_of(const std::string& bytes) {
 [[noreturn]] inline void bad_checkpoint(const std::string& file, const std::string& what) {
   throw Error("trainkit: " + file + ": " + what);
 }
+
+inline nlohmann::json to_json(const StateValue& v) {
+  switch (v.kind()) {
+    case StateValue::Kind::kBool:
+      return v.as_bool();
+    case StateValue::Kind::kInt:
+      return v.as_int();
+    case StateValue::Kind::kDouble: {
+      const auto x = StateDict::number(v.as_double());  // inf and NaN as strings
+      return x.kind() == StateValue::Kind::kString ? nlohmann::json(x.as_string())
+                                                   : nlohmann::json(v.as_double());
+    }
+    case StateValue::Kind::kString:
+      return v.as_string();
+  }
+  return nullptr;
+}
+inline StateValue from_json(const std::string& key, const nlohmann::json& j) {
+  if (j.is_boolean()) return j.get<bool>();
+  if (j.is_number_integer()) return j.get<int64_t>();
+  if (j.is_number_float()) return j.get<double>();
+  if (j.is_string()) return j.get<std::string>();
+  throw Error("value \"" + key + "\" is " + j.type_name() + ", not a bool, number or string");
+}
 }  // namespace detail
 
 inline std::string to_checkpoint_bytes(const Checkpoint& ckpt) {
   NamedTensors tensors;
   nlohmann::json values = nlohmann::json::object();
   for (const auto& [part, dict] : ckpt.parts) {
-    values[part] = dict.values;
+    auto& out = values[part] = nlohmann::json::object();
+    for (const auto& [key, v] : dict.values) out[key] = detail::to_json(v);
     for (const auto& [name, t] : dict.tensors) tensors.emplace_back(part + "/" + name, t);
   }
   auto bytes =
@@ -87,7 +112,11 @@ inline Checkpoint from_checkpoint_bytes(std::string bytes, const std::string& fi
   Checkpoint ckpt;
   try {
     const auto values = nlohmann::json::parse(st.metadata.at("trainkit.values"));
-    for (const auto& [part, v] : values.items()) ckpt.parts[part].values = v;
+    for (const auto& [part, v] : values.items()) {
+      if (!v.is_object()) throw Error("part \"" + part + "\" is not an object");
+      auto& out = ckpt.parts[part].values;
+      for (const auto& [key, x] : v.items()) out[key] = detail::from_json(key, x);
+    }
   } catch (const std::exception& e) {
     bad_checkpoint(file, std::string("unreadable state values (") + e.what() + ")");
   }
@@ -109,22 +138,12 @@ inline Checkpoint read_checkpoint(const std::filesystem::path& path) {
   return from_checkpoint_bytes(read_file(path), path.string());
 }
 
-/// `path` itself, or for a folder its latest checkpoint: `last.ckpt` when
-/// present, else the greatest `step-*.ckpt`.
-inline std::filesystem::path resolve_checkpoint(const std::filesystem::path& path) {
-  if (!std::filesystem::is_directory(path)) return path;
-  if (std::filesystem::exists(path / "last.ckpt")) return path / "last.ckpt";
-  std::filesystem::path best;
-  for (const auto& e : std::filesystem::directory_iterator(path)) {
-    const auto name = e.path().filename().string();
-    if (name.rfind("step-", 0) == 0 && e.path().extension() == ".ckpt" &&
-        (best.empty() || name > best.filename().string())) {
-      best = e.path();
-    }
-  }
-  if (best.empty())
-    throw Error("trainkit: no checkpoint (last.ckpt or step-*.ckpt) in " + path.string());
-  return best;
-}
+namespace detail {
+// Registers the codec once per program, before main (see checkpoint_codec.hpp).
+inline const bool checkpoint_codec_registered = [] {
+  checkpoint_codec() = {&read_checkpoint, &write_checkpoint};
+  return true;
+}();
+}  // namespace detail
 
 }  // namespace trainkit::io

@@ -24,13 +24,12 @@
 
 #include "trainkit/error.hpp"
 #include "trainkit/io/atomic_file.hpp"
+#include "trainkit/io/named_tensors.hpp"
 
 namespace trainkit::io {
 
 static_assert(std::endian::native == std::endian::little,
               "trainkit::io writes little-endian data and supports little-endian hosts only");
-
-using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
 
 struct Safetensors {
   NamedTensors tensors;                         ///< in data order (by offset)
@@ -205,14 +204,6 @@ inline void save_safetensors(const std::filesystem::path& path, const NamedTenso
 
 inline Safetensors load_safetensors(const std::filesystem::path& path) {
   return from_safetensors(read_file(path), path.string());
-}
-
-/// A module's parameters and buffers by their dotted names ("fc1.weight").
-inline NamedTensors module_tensors(torch::nn::Module& module) {
-  NamedTensors out;
-  for (const auto& p : module.named_parameters()) out.emplace_back(p.key(), p.value());
-  for (const auto& b : module.named_buffers()) out.emplace_back(b.key(), b.value());
-  return out;
 }
 
 /// Saves a module's weights; they load in Python with safetensors.torch.load_file.

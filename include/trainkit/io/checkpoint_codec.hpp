@@ -1,0 +1,61 @@
+#pragma once
+// A checkpoint as the Trainer sees it: parts in memory, and the file codec
+// that reads and writes them. The codec (io/checkpoint.hpp: safetensors,
+// JSON, CRC, atomic files) registers itself when any source file of the
+// program includes it, so the many files that only instantiate a Trainer do
+// not each compile a JSON parser (docs/decisions.md, "checkpoint codec").
+#include <filesystem>
+#include <map>
+#include <string>
+
+#include "trainkit/error.hpp"
+#include "trainkit/state_dict.hpp"
+
+namespace trainkit::io {
+
+struct Checkpoint {
+  std::map<std::string, StateDict> parts;  ///< "trainer", "model", "optim", "callback.0", ...
+};
+
+namespace detail {
+struct CheckpointCodec {
+  Checkpoint (*read)(const std::filesystem::path&) = nullptr;
+  void (*write)(const std::filesystem::path&, const Checkpoint&) = nullptr;
+};
+inline CheckpointCodec& checkpoint_codec() {
+  static CheckpointCodec codec;
+  return codec;
+}
+}  // namespace detail
+
+/// `path` itself, or for a folder its latest checkpoint: `last.ckpt` when
+/// present, else the greatest `step-*.ckpt`.
+inline std::filesystem::path resolve_checkpoint(const std::filesystem::path& path) {
+  if (!std::filesystem::is_directory(path)) return path;
+  if (std::filesystem::exists(path / "last.ckpt")) return path / "last.ckpt";
+  std::filesystem::path best;
+  for (const auto& e : std::filesystem::directory_iterator(path)) {
+    const auto name = e.path().filename().string();
+    if (name.rfind("step-", 0) == 0 && e.path().extension() == ".ckpt" &&
+        (best.empty() || name > best.filename().string())) {
+      best = e.path();
+    }
+  }
+  if (best.empty())
+    throw Error("trainkit: no checkpoint (last.ckpt or step-*.ckpt) in " + path.string());
+  return best;
+}
+
+/// The registered codec; `option` and `value` name what asked for it.
+inline const detail::CheckpointCodec& checkpoint_codec(const char* option,
+                                                       const std::string& value) {
+  const auto& codec = detail::checkpoint_codec();
+  if (codec.read == nullptr) {
+    throw Error(std::string("trainkit: ") + option + " = \"" + value +
+                "\" needs the checkpoint file format: #include <trainkit/io/checkpoint.hpp> (or "
+                "<trainkit/io.hpp>) in one source file of the program");
+  }
+  return codec;
+}
+
+}  // namespace trainkit::io
