@@ -164,7 +164,7 @@ class Trainer {
     epoch_done_ = false;
     // Every rank calls this at the same point; rank 0 writes once all are there.
     state.checkpoint_writer = [&](const std::filesystem::path& path) {
-      const auto& codec = io::checkpoint_codec("TrainState::save_checkpoint", path.string());
+      const auto codec = io::checkpoint_codec("TrainState::save_checkpoint", path.string());
       barrier("checkpoint " + path.string());
       auto ckpt = make_checkpoint(state, hooks, false);  // gathers sharded state: all ranks
       if (state.is_main_process()) codec.write(path, ckpt);
@@ -175,7 +175,7 @@ class Trainer {
     }
     int64_t first_epoch = 0, first_batch = 0;
     if (!options.resume_from.empty()) {
-      const auto& codec = io::checkpoint_codec("fit.resume_from", options.resume_from.string());
+      const auto codec = io::checkpoint_codec("fit.resume_from", options.resume_from.string());
       const auto file = io::resolve_checkpoint(options.resume_from);
       restore(codec.read(file), file.string(), state, hooks, first_epoch, first_batch);
       apply_schedule(state);

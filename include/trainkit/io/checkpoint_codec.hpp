@@ -46,10 +46,10 @@ inline std::filesystem::path resolve_checkpoint(const std::filesystem::path& pat
   return best;
 }
 
-/// The registered codec; `option` and `value` name what asked for it.
-inline const detail::CheckpointCodec& checkpoint_codec(const char* option,
-                                                       const std::string& value) {
-  const auto& codec = detail::checkpoint_codec();
+/// The registered codec (two pointers, returned by value); `option` and
+/// `value` name what asked for it.
+inline detail::CheckpointCodec checkpoint_codec(const char* option, const std::string& value) {
+  const auto codec = detail::checkpoint_codec();
   if (codec.read == nullptr) {
     throw Error(std::string("trainkit: ") + option + " = \"" + value +
                 "\" needs the checkpoint file format: #include <trainkit/io/checkpoint.hpp> (or "
