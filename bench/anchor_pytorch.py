@@ -96,4 +96,5 @@ if __name__ == "__main__":
                 measure(model_name, w)
             except Exception as e:  # a way this PyTorch cannot run is reported, not fatal
                 print(json.dumps({"bench": "anchor_pytorch", "model": model_name, "way": w,
-                                  "error": str(e).splitlines()[0][:200]}), flush=True)
+                                  "error": " | ".join(str(e).strip().splitlines()[-3:])[:300]}),
+                      flush=True)

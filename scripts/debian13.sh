@@ -10,10 +10,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Packages of the root and why: libtorch-dev/python3-torch are the LibTorch 2.x
-# under test and the Python anchor of the benchmarks; the rest mirror the
+# under test and the Python anchor of the benchmarks (torch.compile's C++
+# backend needs python3-dev and python3-setuptools); the rest mirror the
 # host's build dependencies (README.md), with Clang (+ its OpenMP runtime) and
 # chromium/git for the browser and FetchContent tests.
 ROOT_PACKAGES=(g++ clang libomp-dev cmake ninja-build libtorch-dev python3-torch
+               python3-dev python3-setuptools
                doctest-dev nlohmann-json3-dev libcli11-dev zlib1g-dev libgloo-dev
                libxml2-dev libpng-dev pkgconf chromium git ca-certificates)
 SUITE=trixie
