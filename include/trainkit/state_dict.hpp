@@ -42,8 +42,6 @@ class StateValue {
   double as_double() const { return double_; }
   const std::string& as_string() const { return string_; }
 
-  friend bool operator==(const StateValue&, const StateValue&) = default;
-
  private:
   Kind kind_ = Kind::kInt;
   int64_t int_ = 0;
@@ -84,7 +82,7 @@ struct StateDict {
     } else if constexpr (std::is_floating_point_v<T>) {
       if (v.kind() == K::kDouble) return static_cast<T>(v.as_double());
       if (v.kind() == K::kInt) return static_cast<T>(v.as_int());
-      if (v.kind() == K::kString) {  // see number(): JSON has no infinity or NaN
+      if (v.kind() == K::kString) {  // files hold infinities and NaN as strings
         if (v.as_string() == "inf") return std::numeric_limits<T>::infinity();
         if (v.as_string() == "-inf") return -std::numeric_limits<T>::infinity();
         if (v.as_string() == "nan") return std::numeric_limits<T>::quiet_NaN();
@@ -98,7 +96,9 @@ struct StateDict {
                 kKinds[static_cast<int>(v.kind())] + " of the wrong type for this state");
   }
 
-  /// A double, infinities and NaN as strings (so the JSON file keeps them).
+  /// A double, infinities and NaN as the strings the checkpoint file holds
+  /// them as. The file's writer does this for every double, so a plain
+  /// double is enough; kept for callbacks written against JSON values.
   static StateValue number(double x) {
     if (std::isnan(x)) return "nan";
     if (std::isinf(x)) return x > 0 ? "inf" : "-inf";

@@ -346,14 +346,10 @@ class Trainer {
   io::Checkpoint make_checkpoint(const TrainState& state, Hooks& hooks, bool clone) {
     io::Checkpoint ckpt;
     auto& trainer = ckpt.parts["trainer"].values;
-    trainer = {{"signature", signature()},
-               {"epoch", state.epoch},
-               {"batch", state.batch},
-               {"step", state.step},
-               {"epoch_done", epoch_done_},
-               {"samples_seen", state.samples_seen},
-               {"loss_sum", StateDict::number(epoch_loss_.sum())},
-               {"loss_count", epoch_loss_.count()}};
+    trainer = {{"signature", signature()},      {"epoch", state.epoch},
+               {"batch", state.batch},          {"step", state.step},
+               {"epoch_done", epoch_done_},     {"samples_seen", state.samples_seen},
+               {"loss_sum", epoch_loss_.sum()}, {"loss_count", epoch_loss_.count()}};
     auto& model = ckpt.parts["model"].tensors;
     for (const auto& [name, t] : io::module_tensors(model_.module())) {
       model[name] = clone ? t.detach().clone() : t.detach();

@@ -70,7 +70,7 @@ class EarlyStopping {
 
   StateDict state_dict() const {
     StateDict d;
-    d.values = {{"best", StateDict::number(best_)}, {"best_epoch", best_epoch_}, {"wait", wait_}};
+    d.values = {{"best", best_}, {"best_epoch", best_epoch_}, {"wait", wait_}};
     for (size_t i = 0; i < best_weights_.size(); ++i) {
       d.tensors["best." + std::to_string(i)] = best_weights_[i];
     }

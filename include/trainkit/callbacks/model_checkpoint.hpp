@@ -69,7 +69,7 @@ class ModelCheckpoint {
 
   StateDict state_dict() const {
     StateDict d;
-    d.values = {{"best", StateDict::number(best_)}};
+    d.values = {{"best", best_}};
     return d;
   }
   void load_state_dict(const StateDict& d) { best_ = d.value<double>("best"); }

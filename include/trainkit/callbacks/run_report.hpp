@@ -110,7 +110,7 @@ class RunReport {
     };
     save("step", steps_);
     save("epoch", epochs_);
-    d.values["seconds"] = StateDict::number(seconds());
+    d.values["seconds"] = seconds();
     return d;
   }
   void load_state_dict(const StateDict& d) {
