@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "compat/setup.hpp"
 #include "support.hpp"
 
 using namespace trainkit;
@@ -281,4 +282,43 @@ TEST_CASE("seed_everything and the deterministic switch") {
   set_deterministic(false);
   CHECK(!at::globalContext().deterministicAlgorithms());
   CHECK(at::globalContext().benchmarkCuDNN());
+}
+
+TEST_CASE("a checkpoint written by an earlier trainkit (efa98fe) still resumes") {
+  // tests/compat/write_checkpoint.cpp wrote it at step 4, mid-way through epoch 1.
+  const std::filesystem::path file = TRAINKIT_COMPAT_DIR "/checkpoint-efa98fe.ckpt";
+  const auto saved = io::read_checkpoint(file);
+  auto trainer = tk_compat::trainer();
+  auto data = tk_compat::loader();
+  struct Check {
+    const io::Checkpoint* saved;
+    tk_compat::CompatTrainer* trainer;
+    callbacks::EarlyStopping* stopping;
+    bool checked = false;
+    void on_fit_begin(TrainState& s) {
+      CHECK(s.resumed);
+      CHECK(s.step == tk_compat::kSavedAtStep);
+      const auto& part = [&](const char* name) -> const StateDict& {
+        return saved->parts.at(name);
+      };
+      for (const auto& [name, t] : io::module_tensors(s.model()))
+        CHECK_MESSAGE(torch::equal(t, part("model").tensors.at(name)), name);
+      for (const auto& [name, t] : trainer->optimizer().state_dict().tensors)
+        CHECK_MESSAGE(torch::equal(t, part("optim").tensors.at(name)), name);
+      CHECK(torch::equal(trainer->precision().loss_scale(), part("precision").tensors.at("scale")));
+      CHECK(torch::equal(at::detail::getDefaultCPUGenerator().get_state(),
+                         part("rng").tensors.at("cpu")));
+      CHECK(stopping->state_dict().value<double>("best") ==
+            part("callback.0").value<double>("best"));
+      checked = true;
+    }
+  };
+  auto stopping = tk_compat::early_stopping();
+  Check check{&saved, &trainer, &stopping};
+  const auto result =
+      trainer.fit(task::Classification{}, data, {.epochs = tk_compat::kEpochs, .resume_from = file},
+                  std::ref(stopping), std::ref(check));
+  CHECK(check.checked);
+  CHECK(result.steps == 3 * tk_compat::kEpochs);
+  CHECK(result.epochs == tk_compat::kEpochs);
 }
