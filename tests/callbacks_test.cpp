@@ -16,6 +16,16 @@ void end_epoch(callbacks::EarlyStopping& es, TrainState& s, double value) {
 }
 }  // namespace
 
+TEST_CASE("docs/callbacks.md's table has a row for every hook") {
+  std::ifstream in(TRAINKIT_DOCS_DIR "/callbacks.md");
+  const std::string doc((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  REQUIRE(!doc.empty());
+#define TRAINKIT_DOCUMENTED(name, Tag) \
+  CHECK_MESSAGE(doc.find("| `" #name "` |") != std::string::npos, #name " is not documented");
+  TRAINKIT_FOR_EACH_HOOK(TRAINKIT_DOCUMENTED)
+#undef TRAINKIT_DOCUMENTED
+}
+
 TEST_CASE("EarlyStopping: patience and min_delta") {
   auto model = tk_test::seeded_mlp();
   TrainState state(*model);
@@ -91,6 +101,25 @@ TEST_CASE("CsvLogger writes a header and one flushed row per epoch") {
   REQUIRE(lines.size() == 4);
   CHECK(lines[0] == "epoch,step,lr,seconds,train_loss,val_accuracy,val_loss");
   CHECK(lines[3].rfind("3,6,0.01,", 0) == 0);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("fit uses an lvalue callback in place and moves an rvalue one in") {
+  struct Counter {
+    int64_t steps = 0;
+    void on_step_end(TrainState&) { ++steps; }
+  };
+  Trainer<optim::SGD> trainer(tk_test::seeded_mlp());
+  data::TensorBatches train({torch::randn({16, 8}), torch::randint(0, 3, {16})}, {.batch_size = 4});
+  Counter counted;
+  const auto dir = tk_test::temp_dir("trainkit_lvalue_callbacks");
+  callbacks::CsvLogger log({.path = dir / "log.csv"});  // move-only: owns a file
+  const auto r = trainer.fit(task::Classification{}, train, {.epochs = 2}, counted, log, Counter{},
+                             std::ref(counted));
+  CHECK(r.steps == 8);
+  CHECK(counted.steps == 2 * r.steps);  // as itself and through std::ref: never a copy
+  CHECK(std::filesystem::file_size(dir / "log.csv") > 0);
+  static_assert(!std::is_copy_constructible_v<callbacks::CsvLogger>);
   std::filesystem::remove_all(dir);
 }
 

@@ -160,12 +160,16 @@ const Run& run_once() {
     const auto result = trainer.fit(
         task::Classification{}, train, {.epochs = 3, .val_data = train, .log_every = kLogEvery},
         callbacks::Throughput({.flops_per_sample = flops, .peak_flops = 1e12}),
-        callbacks::LrMonitor({.per_epoch = true}), std::ref(tensorboard),
+        callbacks::LrMonitor({.per_epoch = true}), tensorboard,  // an lvalue: used in place
         callbacks::JsonLines({.path = r.dir / "log.jsonl"}),
         callbacks::RunReport({.path = r.dir / "report.html", .title = "observe test"}),
         callbacks::Profiler(
             {.first_step = kProfileFirst, .last_step = kProfileLast, .dir = r.dir / "profile"}));
     r.events = tensorboard.file();
+    // the callbacks that own files cannot be copied (a copy would lose its file)
+    static_assert(!std::is_copy_constructible_v<callbacks::TensorBoard> &&
+                  !std::is_copy_constructible_v<callbacks::JsonLines> &&
+                  !std::is_copy_constructible_v<callbacks::Profiler>);
     r.jsonl = r.dir / "log.jsonl";
     r.report = r.dir / "report.html";
     r.profile = r.dir / "profile";

@@ -322,3 +322,40 @@ TEST_CASE("a checkpoint written by an earlier trainkit (efa98fe) still resumes")
   CHECK(result.steps == 3 * tk_compat::kEpochs);
   CHECK(result.epochs == tk_compat::kEpochs);
 }
+
+namespace renamed {
+// The same clip policy before and after a move to another namespace: its
+// declared stable name is what checkpoints record.
+namespace v1 {
+struct Clip : clip::Norm {
+  using clip::Norm::Norm;
+  static constexpr const char* stable_name() { return "example::Clip"; }
+};
+}  // namespace v1
+namespace v2 {
+struct Clip : clip::Norm {
+  using clip::Norm::Norm;
+  static constexpr const char* stable_name() { return "example::Clip"; }
+};
+}  // namespace v2
+}  // namespace renamed
+
+TEST_CASE("checkpoints record the policies' stable names, so a renamed policy still resumes") {
+  const auto dir = tk_test::temp_dir("trainkit_stable_names");
+  using Before = Trainer<optim::AdamW, sched::Constant, precision::Fp32, accumulate::Every<2>,
+                         renamed::v1::Clip>;
+  using After = Trainer<optim::AdamW, sched::Constant, precision::Fp32, accumulate::Every<2>,
+                        renamed::v2::Clip>;
+  data::TensorBatches train({torch::randn({16, 8}), torch::randint(0, 3, {16})}, {.batch_size = 4});
+  Before before(tk_test::seeded_mlp());
+  before.fit(task::Classification{}, train, {.epochs = 1}, Interrupt{dir, 2});
+  const auto saved = io::read_checkpoint(dir / "step-2.ckpt");
+  CHECK(saved.parts.at("trainer").value<std::string>("signature") ==
+        "Trainer<trainkit::optim::AdamW, trainkit::sched::Constant, trainkit::precision::Fp32, "
+        "trainkit::accumulate::Every<2>, example::Clip, trainkit::parallel::Single>");
+  After after(tk_test::seeded_mlp());
+  const auto r =
+      after.fit(task::Classification{}, train, {.epochs = 2, .resume_from = dir / "step-2.ckpt"});
+  CHECK(r.steps == 4);
+  std::filesystem::remove_all(dir);
+}

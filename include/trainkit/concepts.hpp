@@ -31,6 +31,13 @@ concept HasStateDict = requires(const T& c, T& m, const StateDict& d) {
   { c.state_dict() } -> std::same_as<StateDict>;
   m.load_state_dict(d);
 };
+/// Optional for every policy: the name checkpoints record it by (for
+/// example "trainkit::optim::AdamW"). It stays when the type is renamed or
+/// moved, so checkpoints keep loading; without one, the C++ type name is used.
+template <class P>
+concept HasStableName = requires {
+  { P::stable_name() } -> std::convertible_to<std::string>;
+};
 template <class P>
 concept HasOptions = requires {
   typename P::Options;
@@ -170,11 +177,22 @@ concept HasLastNorm = requires(const C& c) {
 template <class C>
 concept ClipPolicy = HasDefaultOptions<C> && ClipConstructible<C> && HasClip<C>;
 
-// ---- parallel: device placement and gradient synchronisation ----------------
+// ---- parallel: placement, gradient synchronisation, the ranks' agreement ----
+// One interface for one process and many: parallel::Single is the one-rank
+// case (identity collectives, a no-op barrier, identity attach and state
+// transforms); derive from it to write a policy that changes some of it.
 //   struct MyParallel {
 //     struct Options {};  explicit MyParallel(const Options&);
 //     torch::Device device() const;  void prepare(torch::nn::Module&);
-//     Scope defer_sync() const;  void finish_sync(FlatParams&);  bool is_main() const;
+//     FlatParams& attach(FlatParams&);    // the parameters this rank's optimizer steps
+//     Scope defer_sync();  void finish_sync(FlatParams&);  void after_step(FlatParams&);
+//     int rank() const;  int world_size() const;  bool is_main() const;
+//     std::vector<double> sum(std::vector<double>, const std::string& what);
+//     int64_t max(int64_t, const std::string& what);
+//     void barrier(const std::string& what);
+//     void check_same(const std::string& what, const std::string& description);
+//     StateDict gather_optimizer_state(StateDict local, const ElementwiseState&);
+//     StateDict shard_optimizer_state(const StateDict& full, const ElementwiseState&) const;
 //   };
 template <class P>
 concept ParallelConstructible =
@@ -188,27 +206,20 @@ concept HasPrepare = requires(P& p, torch::nn::Module& m) {
   p.prepare(m);
 };
 template <class P>
-concept HasDeferSync = requires(const P& p) {
-  p.defer_sync();
-};
-template <class P>
-concept HasFinishSync = requires(P& p, FlatParams& params) {
-  p.finish_sync(params);
-};
-template <class P>
-concept HasIsMain = requires(const P& p) {
-  { p.is_main() } -> std::convertible_to<bool>;
-};
-template <class P>
-concept ParallelPolicy = HasDefaultOptions<P> && ParallelConstructible<P> && HasDevice<P> &&
-    HasPrepare<P> && HasDeferSync<P> && HasFinishSync<P> && HasIsMain<P>;
-
-/// Optional, for multi-process policies (parallel::DDP): the optimizer steps
-/// what attach() returns; collectives let the trainer average metrics, agree
-/// on stops and write checkpoints once; after_step runs after each update.
-template <class P>
 concept HasAttach = requires(P& p, FlatParams& params) {
   { p.attach(params) } -> std::same_as<FlatParams&>;
+};
+template <class P>
+concept HasSync = requires(P& p, FlatParams& params) {
+  p.defer_sync();
+  p.finish_sync(params);
+  p.after_step(params);
+};
+template <class P>
+concept HasRanks = requires(const P& p) {
+  { p.rank() } -> std::convertible_to<int>;
+  { p.world_size() } -> std::convertible_to<int>;
+  { p.is_main() } -> std::convertible_to<bool>;
 };
 template <class P>
 concept HasCollectives = requires(P& p, std::vector<double> v, int64_t i, const std::string& s) {
@@ -216,17 +227,23 @@ concept HasCollectives = requires(P& p, std::vector<double> v, int64_t i, const 
   { p.max(i, s) } -> std::convertible_to<int64_t>;
   p.barrier(s);
   p.check_same(s, s);
-  { p.rank() } -> std::convertible_to<int>;
-  { p.world_size() } -> std::convertible_to<int>;
 };
 template <class P>
-concept HasAfterStep = requires(P& p, FlatParams& params) {
-  p.after_step(params);
+concept HasOptimizerStateTransforms = requires(P& p, const P& c, StateDict d,
+                                               const ElementwiseState& e) {
+  { p.gather_optimizer_state(d, e) } -> std::same_as<StateDict>;
+  { c.shard_optimizer_state(d, e) } -> std::same_as<StateDict>;
 };
 template <class P>
-concept ShardsOptimizerState = requires(P& p, StateDict d) {
-  { p.gather_optimizer_state(d) } -> std::same_as<StateDict>;
-  { p.shard_optimizer_state(d) } -> std::same_as<StateDict>;
+concept ParallelPolicy = HasDefaultOptions<P> && ParallelConstructible<P> && HasDevice<P> &&
+    HasPrepare<P> && HasAttach<P> && HasSync<P> && HasRanks<P> && HasCollectives<P> &&
+    HasOptimizerStateTransforms<P>;
+
+/// Optional for optimizers: the state tensors that follow the parameters
+/// element by element, so a sharding Parallel policy can shard them.
+template <class O>
+concept HasElementwiseState = requires(const O& o) {
+  { o.elementwise_state() } -> std::same_as<ElementwiseState>;
 };
 
 // ---- task: a batch in, a loss out -------------------------------------------
@@ -246,54 +263,60 @@ template <class T, class Probe>
 struct Mix : T, Probe {};
 }  // namespace detail::hooks
 
-#define TRAINKIT_HOOK(name, Pascal)                                                    \
+/// The hooks, in the order a run first calls them: `X(member name, tag type)`.
+/// The one list: the concepts below, Trainer's checks, the callback tests and
+/// docs/callbacks.md's check are generated from it. A new hook is one entry
+/// here plus its dispatch site in the trainer.
+#define TRAINKIT_FOR_EACH_HOOK(X)       \
+  X(on_fit_begin, OnFitBegin)           \
+  X(on_epoch_begin, OnEpochBegin)       \
+  X(on_before_step, OnBeforeStep)       \
+  X(on_step_end, OnStepEnd)             \
+  X(on_validation_end, OnValidationEnd) \
+  X(on_epoch_end, OnEpochEnd)           \
+  X(on_fit_end, OnFitEnd)               \
+  X(on_exception, OnException)
+
+#define TRAINKIT_DEFINE_HOOK(name, Tag)                                                \
   namespace detail::hooks {                                                            \
   struct Probe_##name {                                                                \
     void name();                                                                       \
   };                                                                                   \
   }                                                                                    \
   template <class T>                                                                   \
-  concept Names##Pascal =                                                              \
+  concept Names##Tag =                                                                 \
       std::is_class_v<T> && (std::is_final_v<T> ? requires { &T::name; } : !requires { \
         &detail::hooks::Mix<T, detail::hooks::Probe_##name>::name;                     \
       });                                                                              \
   template <class T>                                                                   \
-  concept Has##Pascal = requires(T & t, TrainState & s) {                              \
+  concept Has##Tag = requires(T & t, TrainState & s) {                                 \
     t.name(s);                                                                         \
   };                                                                                   \
-  struct Pascal {                                                                      \
+  struct Tag {                                                                         \
     template <class T>                                                                 \
     static void call(T& t, TrainState& s) {                                            \
-      if constexpr (Has##Pascal<T>) t.name(s);                                         \
+      if constexpr (Has##Tag<T>) t.name(s);                                            \
     }                                                                                  \
     template <class T>                                                                 \
-    static constexpr bool named = Names##Pascal<T>;                                    \
+    static constexpr bool named = Names##Tag<T>;                                       \
     template <class T>                                                                 \
-    static constexpr bool callable = Has##Pascal<T>;                                   \
+    static constexpr bool callable = Has##Tag<T>;                                      \
   };
-
-TRAINKIT_HOOK(on_fit_begin, OnFitBegin)
-TRAINKIT_HOOK(on_epoch_begin, OnEpochBegin)
-TRAINKIT_HOOK(on_before_step, OnBeforeStep)
-TRAINKIT_HOOK(on_step_end, OnStepEnd)
-TRAINKIT_HOOK(on_validation_end, OnValidationEnd)
-TRAINKIT_HOOK(on_epoch_end, OnEpochEnd)
-TRAINKIT_HOOK(on_fit_end, OnFitEnd)
-TRAINKIT_HOOK(on_exception, OnException)
-#undef TRAINKIT_HOOK
-
-template <class C>
-concept NamesAnyHook =
-    NamesOnFitBegin<C> || NamesOnEpochBegin<C> || NamesOnBeforeStep<C> || NamesOnStepEnd<C> ||
-    NamesOnValidationEnd<C> || NamesOnEpochEnd<C> || NamesOnFitEnd<C> || NamesOnException<C>;
+TRAINKIT_FOR_EACH_HOOK(TRAINKIT_DEFINE_HOOK)
+#undef TRAINKIT_DEFINE_HOOK
 
 template <class C, class Hook>
 concept HookWellFormed = !Hook::template named<C> || Hook::template callable<C>;
 
+// clang-format off
+#define TRAINKIT_NAMES_HOOK(name, Tag) Names##Tag<C> ||
+#define TRAINKIT_HOOK_WELL_FORMED(name, Tag) HookWellFormed<C, Tag> &&
 template <class C>
-concept TrainerCallback =
-    NamesAnyHook<C> && HookWellFormed<C, OnFitBegin> && HookWellFormed<C, OnEpochBegin> &&
-    HookWellFormed<C, OnStepEnd> && HookWellFormed<C, OnValidationEnd> &&
-    HookWellFormed<C, OnEpochEnd> && HookWellFormed<C, OnFitEnd> && HookWellFormed<C, OnException>;
+concept NamesAnyHook = TRAINKIT_FOR_EACH_HOOK(TRAINKIT_NAMES_HOOK) false;
+template <class C>
+concept TrainerCallback = NamesAnyHook<C> && TRAINKIT_FOR_EACH_HOOK(TRAINKIT_HOOK_WELL_FORMED) true;
+#undef TRAINKIT_HOOK_WELL_FORMED
+#undef TRAINKIT_NAMES_HOOK
+// clang-format on
 
 }  // namespace trainkit

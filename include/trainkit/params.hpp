@@ -1,5 +1,5 @@
 #pragma once
-// Parameters live in one flat buffer (DESIGN.md): the model's trainable
+// Parameters live in one flat buffer (docs/design.md): the model's trainable
 // tensors are re-pointed at views of one contiguous buffer per (device, dtype),
 // and their gradients at views of a matching flat gradient that autograd
 // accumulates into. Optimizers, clipping and zeroing then touch a handful of

@@ -106,4 +106,9 @@ struct StateDict {
   }
 };
 
+/// Optimizer state tensors that follow the flat parameters element by
+/// element: state-dict name -> the flat group (FlatParams::groups()) they
+/// follow. A Parallel policy that shards the parameters shards these with them.
+using ElementwiseState = std::map<std::string, size_t>;
+
 }  // namespace trainkit

@@ -1,6 +1,6 @@
 #pragma once
 // Trainer<Optimizer, Scheduler, Precision, Accumulate, Clip, Parallel>: the
-// step algorithm of DESIGN.md over six compile-time policies.
+// step algorithm of docs/design.md over six compile-time policies.
 //
 //   per micro-batch k of N: to device; defer grad sync unless k is last;
 //     autocast { loss = task.step(model, batch) }; backward(loss / N)
@@ -12,12 +12,7 @@
 #include <torch/nn/module.h>
 #include <torch/types.h>
 
-#include <ATen/CPUGeneratorImpl.h>
-#include "trainkit/detail/compat.hpp"
-#if TRAINKIT_HAS_CUDA
-#include <ATen/cuda/CUDAGeneratorImpl.h>
-#endif
-#include <cxxabi.h>
+#include <c10/util/Type.h>
 
 #include <array>
 #include <cstdint>
@@ -39,6 +34,8 @@
 #include "trainkit/data/batch_view.hpp"
 #include "trainkit/detail/allocator.hpp"
 #include "trainkit/detail/callback_set.hpp"
+#include "trainkit/detail/checkpoint_parts.hpp"
+#include "trainkit/detail/coordinator.hpp"
 #include "trainkit/detail/loss_meter.hpp"
 #include "trainkit/detail/policy_checks.hpp"
 #include "trainkit/detail/signals.hpp"
@@ -113,7 +110,7 @@ class Trainer {
         parallel_(options.parallel),
         device_(prepare(parallel_, model_, options.keep_freed_cpu_memory)),
         flat_(model_.module()),
-        optimizer_(attach(parallel_, flat_), options.optim),
+        optimizer_(parallel_.attach(flat_), options.optim),
         scheduler_(options.sched),
         precision_(options.precision, device_),
         accumulate_(options.accumulate),
@@ -121,19 +118,19 @@ class Trainer {
         base_lr_(optimizer_.lr()) {
     detail::require_option(flat_.numel() > 0, "model", "no trainable parameters",
                            "a model with at least one parameter that requires grad");
-    if constexpr (HasCollectives<Parallel>) {
-      parallel_.check_same("trainer (policies and accumulation steps)",
-                           signature() + "/" + std::to_string(accumulate_.steps()));
-    }
+    parallel_.check_same("trainer (policies and accumulation steps)",
+                         signature() + "/" + std::to_string(accumulate_.steps()));
   }
 
   /// Trains for `options.epochs` over `train_data` (any range of data::Batch;
-  /// `set_epoch(int64_t)` and `size()` are used when present).
+  /// `set_epoch(int64_t)` and `size()` are used when present). An lvalue
+  /// callback is used in place (it sees every hook); an rvalue one is moved in.
   template <class TaskT, class TrainData, class... Callbacks>
   FitResult fit(TaskT&& task, TrainData&& train_data, const FitOptions& options = {},
-                Callbacks... callbacks) {
+                Callbacks&&... callbacks) {
     static_assert(detail::check_task<std::remove_cvref_t<TaskT>>());
-    static_assert((detail::check_callback<detail::unwrap_ref_t<Callbacks>>() && ...));
+    static_assert((detail::check_callback<detail::callback_t<Callbacks>>() && ...));
+    static_assert((detail::check_callback_mutable<Callbacks>() && ...));
     detail::require_option(options.epochs >= 1, "fit.epochs", options.epochs, "a number >= 1");
     detail::require_option(options.log_every >= 1, "fit.log_every", options.log_every,
                            "a number >= 1");
@@ -144,7 +141,7 @@ class Trainer {
     state.log_every = options.log_every;
     state.main_process = parallel_.is_main();
     if constexpr (requires { train_data.set_shard(int64_t{}, int64_t{}); }) {
-      train_data.set_shard(rank(), world_size());  // a distributed sampler takes its shard
+      train_data.set_shard(parallel_.rank(), parallel_.world_size());  // a sampler's shard
     }
     if constexpr (requires { train_data.size(); }) {
       state.batches_per_epoch = static_cast<int64_t>(train_data.size());
@@ -160,26 +157,27 @@ class Trainer {
     check_momentum_schedule();
     describe(state, options);
 
-    detail::CallbackSet<Callbacks...> hooks(std::move(callbacks)...);
+    detail::CallbackSet<Callbacks...> hooks(std::forward<Callbacks>(callbacks)...);
     epoch_done_ = false;
     // Every rank calls this at the same point; rank 0 writes once all are there.
     state.checkpoint_writer = [&](const std::filesystem::path& path) {
       const auto codec = io::checkpoint_codec("TrainState::save_checkpoint", path.string());
-      barrier("checkpoint " + path.string());
-      auto ckpt = make_checkpoint(state, hooks, false);  // gathers sharded state: all ranks
-      if (state.is_main_process()) codec.write(path, ckpt);
-      barrier("checkpoint " + path.string() + " written");
+      coordinator().write_once(
+          "checkpoint " + path.string(),
+          [&] { return checkpoint_parts(state, hooks).save(false); },  // gathers sharded state
+          [&](const io::Checkpoint& ckpt) { codec.write(path, ckpt); });
     };
     if (!options.checkpoint_on_signal.empty()) {  // fail now, not when the signal comes
       io::checkpoint_codec("fit.checkpoint_on_signal", options.checkpoint_on_signal.string());
     }
-    int64_t first_epoch = 0, first_batch = 0;
+    resume_at_ = {0, 0};
     if (!options.resume_from.empty()) {
       const auto codec = io::checkpoint_codec("fit.resume_from", options.resume_from.string());
       const auto file = io::resolve_checkpoint(options.resume_from);
-      restore(codec.read(file), file.string(), state, hooks, first_epoch, first_batch);
+      restore(codec.read(file), file.string(), state, hooks);
       apply_schedule(state);
     }
+    const auto [first_epoch, first_batch] = resume_at_;
     FitResult result;
     std::optional<detail::SignalCatcher> signals;
     if (!options.checkpoint_on_signal.empty()) signals.emplace();
@@ -215,7 +213,8 @@ class Trainer {
         }
         if (result.interrupted) break;  // the checkpoint resumes inside this epoch
         if (k > 0) end_step(k, n, state, hooks, options, result);
-        if (const auto loss = global_mean_loss()) state.metrics["train_loss"] = *loss;
+        if (const auto loss = coordinator().global_mean(epoch_loss_.sum(), epoch_loss_.count()))
+          state.metrics["train_loss"] = *loss;
         if (options.val_data) {
           for (const auto& [name, value] : evaluate(task, options.val_data)) {
             state.metrics["val_" + name] = value;
@@ -224,7 +223,7 @@ class Trainer {
         }
         epoch_done_ = true;
         hooks.template dispatch<OnEpochEnd>(state);
-        agree_on_stop(state);
+        coordinator().agree_on_stop(state);
         result.epochs = epoch + 1;
         if (state.step == options.max_steps) state.request_stop("max_steps reached");
       }
@@ -264,20 +263,7 @@ class Trainer {
       count += out.batch_size;
     });
     module.train(was_training);
-    std::vector<double> totals;  // sums and count over all ranks, in key order
-    for (const auto& [name, sum] : sums) totals.push_back(sum.template item<double>());
-    totals.push_back(double(count));
-    totals.push_back(double(totals.size()));  // every rank must report the same metrics
-    if constexpr (HasCollectives<Parallel>)
-      totals = parallel_.sum(totals, "sum of validation metrics");
-    if (totals.back() != double(totals.size() - 1) * world_size()) {
-      throw Error("trainkit: the ranks' tasks report different sets of metrics");
-    }
-    const double total = totals[totals.size() - 2];
-    Metrics metrics;
-    size_t i = 0;
-    for (const auto& [name, sum] : sums) metrics[name] = total > 0 ? totals[i++] / total : 0.0;
-    return metrics;
+    return coordinator().mean_metrics(sums, count);
   }
 
   torch::nn::Module& model() { return model_.module(); }
@@ -290,27 +276,36 @@ class Trainer {
   Parallel& parallel() { return parallel_; }
 
  private:
-  static std::string type_name(const char* mangled) {
-    int status = 0;
-    std::unique_ptr<char, void (*)(void*)> name(
-        abi::__cxa_demangle(mangled, nullptr, nullptr, &status), std::free);
-    return status == 0 ? name.get() : mangled;
+  /// A policy's name in checkpoints and reports: the stable name it
+  /// declares, else (and in checkpoints written before stable names) its
+  /// C++ type as the compiler spells it.
+  template <class P, bool Legacy>
+  static std::string name_of() {
+    if constexpr (HasStableName<P> && !Legacy) {
+      return std::string(P::stable_name());
+    } else {
+      return c10::demangle_type<P>();
+    }
   }
   /// The policies' names, in template order.
+  template <bool Legacy = false>
   static std::array<std::pair<const char*, std::string>, 6> policy_names() {
-    return {{{"optimizer", type_name(typeid(Optimizer).name())},
-             {"scheduler", type_name(typeid(Scheduler).name())},
-             {"precision", type_name(typeid(Precision).name())},
-             {"accumulate", type_name(typeid(Accumulate).name())},
-             {"clip", type_name(typeid(Clip).name())},
-             {"parallel", type_name(typeid(Parallel).name())}}};
+    return {{{"optimizer", name_of<Optimizer, Legacy>()},
+             {"scheduler", name_of<Scheduler, Legacy>()},
+             {"precision", name_of<Precision, Legacy>()},
+             {"accumulate", name_of<Accumulate, Legacy>()},
+             {"clip", name_of<Clip, Legacy>()},
+             {"parallel", name_of<Parallel, Legacy>()}}};
   }
   /// Which policies wrote a checkpoint: a different set is a mismatch.
+  template <bool Legacy = false>
   static std::string signature() {
     std::string names;
-    for (const auto& [role, name] : policy_names()) names += (names.empty() ? "" : ", ") + name;
+    for (const auto& [role, name] : policy_names<Legacy>())
+      names += (names.empty() ? "" : ", ") + name;
     return "Trainer<" + names + ">";
   }
+  static std::string legacy_signature() { return signature<true>(); }
 
   /// The run's configuration, for reports and hyperparameter records.
   void describe(TrainState& state, const FitOptions& options) const {
@@ -325,137 +320,69 @@ class Trainer {
     c["log_every"] = std::to_string(options.log_every);
     c["max_steps"] = std::to_string(options.max_steps);
     c["steps_per_epoch"] = std::to_string(state.steps_per_epoch);
-    c["world_size"] = std::to_string(world_size());
+    c["world_size"] = std::to_string(parallel_.world_size());
     c["device"] = device_.str();
     c["parameters"] = std::to_string(flat_.numel());
   }
 
-  template <class Part>
-  static void save_part(io::Checkpoint& ckpt, const std::string& name, const Part& part,
-                        bool clone) {
-    if constexpr (HasStateDict<Part>) {
-      auto d = part.state_dict();
-      if (clone) {
-        for (auto& [key, t] : d.tensors) t = t.detach().clone();
-      }
-      ckpt.parts[name] = std::move(d);
-    }
-  }
-
+  /// The checkpoint's parts, in the order they load: the counters first,
+  /// so a checkpoint of other policies is rejected before anything changes.
   template <class Hooks>
-  io::Checkpoint make_checkpoint(const TrainState& state, Hooks& hooks, bool clone) {
-    io::Checkpoint ckpt;
-    auto& trainer = ckpt.parts["trainer"].values;
-    trainer = {{"signature", signature()},      {"epoch", state.epoch},
-               {"batch", state.batch},          {"step", state.step},
-               {"epoch_done", epoch_done_},     {"samples_seen", state.samples_seen},
-               {"loss_sum", epoch_loss_.sum()}, {"loss_count", epoch_loss_.count()}};
-    auto& model = ckpt.parts["model"].tensors;
-    for (const auto& [name, t] : io::module_tensors(model_.module())) {
-      model[name] = clone ? t.detach().clone() : t.detach();
+  detail::CheckpointParts checkpoint_parts(TrainState& state, Hooks& hooks) {
+    detail::CheckpointParts parts;
+    parts.add("trainer", detail::FunctionPart(
+                             [this, &state] { return counters(state); },
+                             [this, &state](const StateDict& d) { restore_counters(d, state); }));
+    parts.add("model", detail::ModulePart(model_.module()));
+    if constexpr (HasStateDict<Optimizer>) {
+      parts.add("optim", detail::FunctionPart(
+                             [this] {
+                               return parallel_.gather_optimizer_state(optimizer_.state_dict(),
+                                                                       elementwise_state());
+                             },
+                             [this](const StateDict& d) {
+                               optimizer_.load_state_dict(
+                                   parallel_.shard_optimizer_state(d, elementwise_state()));
+                             }));
     }
-    if constexpr (ShardsOptimizerState<Parallel>) {
-      ckpt.parts["optim"] = parallel_.gather_optimizer_state(optimizer_.state_dict());
-    } else {
-      save_part(ckpt, "optim", optimizer_, clone);
-    }
-    save_part(ckpt, "precision", precision_, clone);
-    {
-      auto gen = at::detail::getDefaultCPUGenerator();
-      std::lock_guard<std::mutex> lock(gen.mutex());
-      ckpt.parts["rng"].tensors["cpu"] = gen.get_state();
-    }
-#if TRAINKIT_HAS_CUDA
-    for (int64_t i = 0; torch::cuda::is_available() && i < int64_t(torch::cuda::device_count());
-         ++i) {
-      auto gen = at::cuda::detail::getDefaultCUDAGenerator(c10::DeviceIndex(i));
-      std::lock_guard<std::mutex> lock(gen.mutex());
-      ckpt.parts["rng"].tensors["cuda." + std::to_string(i)] = gen.get_state();
-    }
-#endif
-    hooks.for_each(
-        [&](size_t i, auto& cb) { save_part(ckpt, "callback." + std::to_string(i), cb, clone); });
-    return ckpt;
+    parts.add("precision", precision_);
+    parts.add("rng", detail::RngPart{});
+    hooks.for_each([&](size_t i, auto& cb) { parts.add("callback." + std::to_string(i), cb); });
+    return parts;
   }
 
-  template <class Part>
-  static void load_part(const io::Checkpoint& ckpt, const std::string& name, Part& part) {
-    if constexpr (HasStateDict<Part>) {
-      const auto it = ckpt.parts.find(name);
-      if (it == ckpt.parts.end())
-        throw Error("trainkit: the checkpoint has no \"" + name + "\" state");
-      part.load_state_dict(it->second);
-    }
+  /// Where the run is: the "trainer" part.
+  StateDict counters(const TrainState& state) const {
+    StateDict d;
+    d.values = {{"signature", signature()},      {"epoch", state.epoch},
+                {"batch", state.batch},          {"step", state.step},
+                {"epoch_done", epoch_done_},     {"samples_seen", state.samples_seen},
+                {"loss_sum", epoch_loss_.sum()}, {"loss_count", epoch_loss_.count()}};
+    return d;
   }
-
-  template <class Hooks>
-  void apply_checkpoint(const io::Checkpoint& ckpt, TrainState& state, Hooks& hooks) {
-    const auto& model = ckpt.parts.at("model");
-    const auto targets = io::module_tensors(model_.module());
-    std::vector<at::Tensor> sources;  // check every tensor before changing any
-    for (const auto& [name, t] : targets) sources.push_back(model.tensor_like(name, t.cpu()));
-    if (model.tensors.size() != targets.size()) {
-      throw Error("trainkit: the checkpoint's model has " + std::to_string(model.tensors.size()) +
-                  " tensors, this model " + std::to_string(targets.size()));
+  void restore_counters(const StateDict& d, TrainState& state) {
+    const auto written_by = d.value<std::string>("signature");
+    if (written_by != signature() && written_by != legacy_signature()) {
+      throw Error("trainkit: was written by " + written_by + ", not by this " + signature());
     }
-    if constexpr (ShardsOptimizerState<Parallel>) {
-      io::Checkpoint local;
-      local.parts["optim"] = parallel_.shard_optimizer_state(ckpt.parts.at("optim"));
-      load_part(local, "optim", optimizer_);
-    } else {
-      load_part(ckpt, "optim", optimizer_);
-    }
-    load_part(ckpt, "precision", precision_);
-    hooks.for_each(
-        [&](size_t i, auto& cb) { load_part(ckpt, "callback." + std::to_string(i), cb); });
-    const auto& rng = ckpt.parts.at("rng").tensors.at("cpu");
-    {
-      auto gen = at::detail::getDefaultCPUGenerator();
-      std::lock_guard<std::mutex> lock(gen.mutex());
-      gen.set_state(rng);
-    }
-#if TRAINKIT_HAS_CUDA
-    for (const auto& [name, t] : ckpt.parts.at("rng").tensors) {
-      if (name.rfind("cuda.", 0) != 0) continue;
-      const auto index = c10::DeviceIndex(std::stoi(name.substr(5)));
-      if (index >= c10::DeviceIndex(torch::cuda::device_count())) continue;
-      auto gen = at::cuda::detail::getDefaultCUDAGenerator(index);
-      std::lock_guard<std::mutex> lock(gen.mutex());
-      gen.set_state(t);
-    }
-#endif
-    torch::NoGradGuard no_grad;
-    for (size_t i = 0; i < targets.size(); ++i) targets[i].second.copy_(sources[i]);
-    const auto& t = ckpt.parts.at("trainer");
-    state.step = t.value<int64_t>("step");
-    state.samples_seen = t.value<int64_t>("samples_seen");
-    epoch_loss_.restore(t.value<double>("loss_sum"), t.value<int64_t>("loss_count"));
+    const bool done = d.value<bool>("epoch_done");
+    const auto epoch = d.value<int64_t>("epoch"), batch = d.value<int64_t>("batch");
+    const auto step = d.value<int64_t>("step"), samples = d.value<int64_t>("samples_seen");
+    const auto loss_sum = d.value<double>("loss_sum");
+    const auto loss_count = d.value<int64_t>("loss_count");
+    state.step = step;
+    state.samples_seen = samples;
+    epoch_loss_.restore(loss_sum, loss_count);
+    resume_at_ = {epoch + (done ? 1 : 0), done ? 0 : batch};
   }
 
   /// Restores everything from `ckpt`, or nothing: on any error the trainer
   /// is put back as it was and the error names the file.
   template <class Hooks>
-  void restore(const io::Checkpoint& ckpt, const std::string& file, TrainState& state, Hooks& hooks,
-               int64_t& first_epoch, int64_t& first_batch) {
+  void restore(const io::Checkpoint& ckpt, const std::string& file, TrainState& state,
+               Hooks& hooks) {
     try {
-      for (const char* part : {"trainer", "model", "rng"}) {
-        if (!ckpt.parts.count(part)) throw Error(std::string("has no \"") + part + "\" state");
-      }
-      const auto& t = ckpt.parts.at("trainer");
-      const auto written_by = t.value<std::string>("signature");
-      if (written_by != signature()) {
-        throw Error("was written by " + written_by + ", not by this " + signature());
-      }
-      const auto backup = make_checkpoint(state, hooks, /*clone=*/true);
-      try {
-        apply_checkpoint(ckpt, state, hooks);
-      } catch (...) {
-        apply_checkpoint(backup, state, hooks);
-        throw;
-      }
-      const bool done = t.value<bool>("epoch_done");
-      first_epoch = t.value<int64_t>("epoch") + (done ? 1 : 0);
-      first_batch = done ? 0 : t.value<int64_t>("batch");
+      checkpoint_parts(state, hooks).load(ckpt);
       state.resumed = true;
     } catch (const std::exception& e) {
       std::string what = e.what();
@@ -503,14 +430,10 @@ class Trainer {
     if constexpr (HasLastNorm<Clip>) state.grad_norm_tensor = clip_.last_norm();
     if constexpr (HasLossScale<Precision>) state.loss_scale_tensor = precision_.loss_scale();
     hooks.template dispatch<OnBeforeStep>(state);
-    if constexpr (HasCollectives<Parallel> && Hooks::template defines<OnBeforeStep>) {
-      const auto skipped_by = parallel_.max(state.step_skipped() ? rank() + 1 : 0, "agree on skip");
-      if (skipped_by > 0 && !state.step_skipped())
-        state.skip_step("step skipped by rank " + std::to_string(skipped_by - 1));
-    }
+    if constexpr (Hooks::template defines<OnBeforeStep>) coordinator().agree_on_skip(state);
     if (!state.step_skipped()) {
       precision_.step([this] { optimizer_.step(); });
-      if constexpr (HasAfterStep<Parallel>) parallel_.after_step(flat_);
+      parallel_.after_step(flat_);
     }
     state.clear_skip();
     precision_.update();
@@ -527,11 +450,9 @@ class Trainer {
     hooks.template dispatch<OnStepEnd>(state);
     state.end_step();
     const bool watch_signals = !options.checkpoint_on_signal.empty() && !result.interrupted;
-    if constexpr (Hooks::size > 0) agree_on_stop(state);  // any hook may ask to stop
+    if constexpr (Hooks::size > 0) coordinator().agree_on_stop(state);  // a hook may ask to stop
     if (!watch_signals) return;
-    int sig = detail::SignalCatcher::caught();
-    if constexpr (HasCollectives<Parallel>) sig = int(parallel_.max(sig, "agree on signals"));
-    if (sig != 0) {
+    if (const int sig = coordinator().agree_on_signal(detail::SignalCatcher::caught()); sig != 0) {
       state.save_checkpoint(options.checkpoint_on_signal);
       state.request_stop("interrupted by signal " + std::to_string(sig) + "; checkpoint " +
                          options.checkpoint_on_signal.string());
@@ -539,42 +460,14 @@ class Trainer {
     }
   }
 
-  static FlatParams& attach(Parallel& parallel, FlatParams& flat) {
-    if constexpr (HasAttach<Parallel>) {
-      return parallel.attach(flat);
+  detail::Coordinator<Parallel> coordinator() { return detail::Coordinator<Parallel>(parallel_); }
+
+  ElementwiseState elementwise_state() const {
+    if constexpr (HasElementwiseState<Optimizer>) {
+      return optimizer_.elementwise_state();
     } else {
-      return flat;
+      return {};
     }
-  }
-  int rank() const {
-    if constexpr (HasCollectives<Parallel>) return parallel_.rank();
-    return 0;
-  }
-  int world_size() const {
-    if constexpr (HasCollectives<Parallel>) return parallel_.world_size();
-    return 1;
-  }
-  void barrier(const std::string& what) {
-    if constexpr (HasCollectives<Parallel>) parallel_.barrier(what);
-  }
-
-  /// A stop requested on any rank stops all of them, at the same step.
-  void agree_on_stop(TrainState& state) {
-    if constexpr (HasCollectives<Parallel>) {
-      const auto by = parallel_.max(state.stop_requested() ? rank() + 1 : 0, "agree on stop");
-      if (by > 0 && !state.stop_requested())
-        state.request_stop("stop requested by rank " + std::to_string(by - 1));
-    }
-  }
-
-  /// The epoch's mean training loss over all ranks' micro-batches.
-  std::optional<double> global_mean_loss() {
-    std::vector<double> sum_count{epoch_loss_.sum(), double(epoch_loss_.count())};
-    if constexpr (HasCollectives<Parallel>) {
-      sum_count = parallel_.sum(sum_count, "sum of the epoch's training loss");
-    }
-    if (sum_count[1] == 0) return std::nullopt;
-    return sum_count[0] / sum_count[1];
   }
 
   void apply_schedule(TrainState& state) {
@@ -609,6 +502,7 @@ class Trainer {
   double base_lr_;
   detail::LossMeter epoch_loss_;
   bool epoch_done_ = false;  ///< on_epoch_end has begun: a checkpoint resumes at the next epoch
+  std::pair<int64_t, int64_t> resume_at_{0, 0};  ///< (epoch, batch) this fit starts at
 };
 
 }  // namespace trainkit

@@ -69,3 +69,27 @@ static_assert(NamesOnFitEnd<TemplateHook> && !TrainerCallback<TemplateHook>);
 static_assert(NamesOnEpochBegin<DataMember> && !TrainerCallback<DataMember>);
 static_assert(!NamesAnyHook<Unrelated> && !TrainerCallback<Unrelated>);
 }  // namespace near_misses
+
+// Every hook of the one list, both ways: a callback with only that hook is
+// one; a callback whose every other hook is good but whose this one is
+// malformed is not.
+namespace every_hook {
+struct AllGood {
+#define TRAINKIT_GOOD_HOOK(name, Tag) \
+  void name(TrainState&) {}
+  TRAINKIT_FOR_EACH_HOOK(TRAINKIT_GOOD_HOOK)
+#undef TRAINKIT_GOOD_HOOK
+};
+#define TRAINKIT_CHECK_HOOK(name, Tag)                                             \
+  struct Only_##name {                                                             \
+    void name(TrainState&) {}                                                      \
+  };                                                                               \
+  struct Malformed_##name : AllGood {                                              \
+    void name(int) {}                                                              \
+  };                                                                               \
+  static_assert(TrainerCallback<Only_##name> && Tag::callable<Only_##name>);       \
+  static_assert(Tag::named<Malformed_##name> && !Tag::callable<Malformed_##name>); \
+  static_assert(!TrainerCallback<Malformed_##name>, "malformed " #name " accepted");
+TRAINKIT_FOR_EACH_HOOK(TRAINKIT_CHECK_HOOK)
+#undef TRAINKIT_CHECK_HOOK
+}  // namespace every_hook

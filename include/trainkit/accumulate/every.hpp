@@ -2,6 +2,7 @@
 // accumulate::Every<N>: N micro-batches per optimizer step, fixed at compile
 // time (lets the trainer drop the loss division when N == 1).
 #include <cstdint>
+#include <string>
 
 namespace trainkit::accumulate {
 
@@ -10,6 +11,9 @@ struct Every {
   static_assert(N >= 1,
                 "accumulate::Every<N>: N is the number of micro-batches per step; "
                 "it must be >= 1");
+  static std::string stable_name() {
+    return "trainkit::accumulate::Every<" + std::to_string(N) + ">";
+  }
   struct Options {};
   Every() : Every(Options{}) {}
   explicit Every(const Options&) {}

@@ -5,6 +5,7 @@
 namespace trainkit::accumulate {
 
 struct None {
+  static constexpr const char* stable_name() { return "trainkit::accumulate::None"; }
   struct Options {};
   None() : None(Options{}) {}
   explicit None(const Options&) {}

@@ -8,6 +8,7 @@ namespace trainkit::accumulate {
 
 class Steps {
  public:
+  static constexpr const char* stable_name() { return "trainkit::accumulate::Steps"; }
   struct Options {
     int64_t steps = 1;
   };

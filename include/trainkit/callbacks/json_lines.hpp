@@ -27,8 +27,6 @@ class JsonLines {
   explicit JsonLines(Options o) : options_(std::move(o)) {
     detail::require_file_path("json_lines.path", options_.path, "runs/a/log.jsonl");
   }
-  JsonLines(const JsonLines& other) : options_(other.options_) {}
-  JsonLines(JsonLines&&) = default;
 
   void on_fit_begin(TrainState& state) {
     if (!state.is_main_process()) return;

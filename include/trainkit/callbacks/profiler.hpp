@@ -54,8 +54,6 @@ class Profiler {
                            options_.last_step, "a step number > first_step");
     detail::require_option(options_.top >= 1, "profiler.top", options_.top, "a number >= 1");
   }
-  Profiler(const Profiler& other) : options_(other.options_) {}
-  Profiler(Profiler&&) = default;
 
   void on_fit_begin(TrainState& state) {
     main_ = state.is_main_process();

@@ -40,10 +40,6 @@ class TensorBoard {
     detail::require_option(options_.histogram_bins >= 1, "tensorboard.histogram_bins",
                            options_.histogram_bins, "a number >= 1");
   }
-  // The writer owns a file descriptor: callbacks are copied into the trainer
-  // before fit, when there is none yet.
-  TensorBoard(const TensorBoard& other) : options_(other.options_) {}
-  TensorBoard(TensorBoard&&) = default;
 
   void on_fit_begin(TrainState& state) {
     if (!state.is_main_process()) return;

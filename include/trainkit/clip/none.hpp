@@ -5,6 +5,7 @@
 namespace trainkit::clip {
 
 struct None {
+  static constexpr const char* stable_name() { return "trainkit::clip::None"; }
   struct Options {};
   None() : None(Options{}) {}
   explicit None(const Options&) {}

@@ -36,6 +36,7 @@ inline at::Tensor total_grad_norm(FlatParams& params, double norm_type, int64_t 
 
 class Norm {
  public:
+  static constexpr const char* stable_name() { return "trainkit::clip::Norm"; }
   struct Options {
     double max_norm = 1.0;
     double norm_type = 2.0;

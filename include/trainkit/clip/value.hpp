@@ -10,6 +10,7 @@ namespace trainkit::clip {
 
 class Value {
  public:
+  static constexpr const char* stable_name() { return "trainkit::clip::Value"; }
   struct Options {
     double clip_value = 1.0;
   };

@@ -56,12 +56,15 @@ class AdamFamily {
     StateDict d;
     d.values["steps"] = steps_;
     d.values["beta1"] = options_.beta1;  // may be cycled by a schedule
-    for (size_t i = 0; i < exp_avg_.size(); ++i) {
-      d.tensors["exp_avg." + std::to_string(i)] = exp_avg_[i];
-      d.tensors["exp_avg_sq." + std::to_string(i)] = exp_avg_sq_[i];
-      if (options_.amsgrad) d.tensors["max_exp_avg_sq." + std::to_string(i)] = max_exp_avg_sq_[i];
-    }
+    for_each_moment(
+        [&](const std::string& name, const at::Tensor& t, size_t) { d.tensors[name] = t; });
     return d;
+  }
+  /// The state tensors that follow the flat parameters element by element.
+  ElementwiseState elementwise_state() const {
+    ElementwiseState out;
+    for_each_moment([&](const std::string& name, const at::Tensor&, size_t g) { out[name] = g; });
+    return out;
   }
   void load_state_dict(const StateDict& d) {
     std::vector<at::Tensor> m, v, vmax;  // check all, then assign
@@ -86,6 +89,16 @@ class AdamFamily {
   std::vector<at::Tensor>& exp_avg_sq() { return exp_avg_sq_; }
 
  private:
+  /// f(state-dict name, tensor, flat group) for each per-element moment.
+  template <class F>
+  void for_each_moment(F&& f) const {
+    for (size_t i = 0; i < exp_avg_.size(); ++i) {
+      const auto n = std::to_string(i);
+      f("exp_avg." + n, exp_avg_[i], i);
+      f("exp_avg_sq." + n, exp_avg_sq_[i], i);
+      if (options_.amsgrad) f("max_exp_avg_sq." + n, max_exp_avg_sq_[i], i);
+    }
+  }
   FlatParams* params_;
   OptionsT options_;
   int64_t steps_ = 0;

@@ -1,7 +1,8 @@
 #pragma once
-// Callbacks stored by value in a tuple and dispatched with a fold: no virtual
-// calls, and hooks nobody defines compile to nothing. std::ref(cb) keeps a
-// callback owned by the caller.
+// The callbacks of one fit, in a tuple dispatched with a fold: no virtual
+// calls, and hooks nobody defines compile to nothing. An lvalue callback is
+// held by reference (the caller's object sees every hook), an rvalue one is
+// moved in and owned; std::ref(cb) is unwrapped like an lvalue.
 #include <functional>
 #include <tuple>
 #include <type_traits>
@@ -12,17 +13,6 @@
 namespace trainkit::detail {
 
 template <class T>
-struct unwrap_ref {
-  using type = T;
-};
-template <class T>
-struct unwrap_ref<std::reference_wrapper<T>> {
-  using type = T;
-};
-template <class T>
-using unwrap_ref_t = typename unwrap_ref<std::remove_cvref_t<T>>::type;
-
-template <class T>
 T& unwrap(T& t) {
   return t;
 }
@@ -31,10 +21,16 @@ T& unwrap(std::reference_wrapper<T> t) {
   return t.get();
 }
 
+/// The callback type behind `C` (a value, a reference or a std::reference_wrapper).
+template <class C>
+using callback_t = std::remove_reference_t<std::unwrap_ref_decay_t<C>>;
+
+/// `Callbacks` as `fit` deduced them: `T&` for an lvalue, `T` for an rvalue.
 template <class... Callbacks>
 class CallbackSet {
  public:
-  explicit CallbackSet(Callbacks... callbacks) : callbacks_(std::move(callbacks)...) {}
+  template <class... Args>
+  explicit CallbackSet(Args&&... callbacks) : callbacks_(std::forward<Args>(callbacks)...) {}
 
   /// Calls f(index, callback) for each callback.
   template <class F>
@@ -51,7 +47,7 @@ class CallbackSet {
 
   /// Whether any callback has the hook (known at compile time).
   template <class Hook>
-  static constexpr bool defines = (Hook::template callable<unwrap_ref_t<Callbacks>> || ...);
+  static constexpr bool defines = (Hook::template callable<callback_t<Callbacks>> || ...);
 
   template <class Hook>
   void dispatch(TrainState& state) {

@@ -1,6 +1,6 @@
 #pragma once
-// Every LibTorch-version-dependent line of trainkit lives here (DESIGN.md,
-// "Supported platforms"): autocast switched from per-device functions to
+// Every LibTorch-version-dependent line of trainkit lives here (docs/design.md,
+// goals): autocast switched from per-device functions to
 // device-typed ones in LibTorch 2.4, and 2.4 serves c10d's TCPStore with
 // libuv by default although not every build has it.
 #include <ATen/autocast_mode.h>

@@ -1,8 +1,12 @@
 #pragma once
 // One static_assert per requirement, each message the expected signature:
 // Trainer<...> calls these so a wrong policy fails with a sentence, not with
-// "constraints not satisfied" (STYLE.md, item 4).
+// "constraints not satisfied".
+#include <type_traits>
+#include <utility>
+
 #include "trainkit/concepts.hpp"
+#include "trainkit/detail/callback_set.hpp"
 
 namespace trainkit::detail {
 
@@ -136,14 +140,25 @@ constexpr bool check_parallel() {
   static_assert(HasPrepare<P>,
                 "Parallel policy is missing `void prepare(torch::nn::Module& model)`; see "
                 "docs/policies.md#parallel");
-  static_assert(
-      HasDeferSync<P>,
-      "Parallel policy is missing `Scope defer_sync() const`; see docs/policies.md#parallel");
-  static_assert(HasFinishSync<P>,
-                "Parallel policy is missing `void finish_sync(FlatParams& params)`; see "
+  static_assert(HasAttach<P>,
+                "Parallel policy is missing `FlatParams& attach(FlatParams& params)` (what "
+                "the optimizer steps; derive from parallel::Single for the defaults); see "
                 "docs/policies.md#parallel");
-  static_assert(HasIsMain<P>,
-                "Parallel policy is missing `bool is_main() const`; see docs/policies.md#parallel");
+  static_assert(HasSync<P>,
+                "Parallel policy is missing `Scope defer_sync()`, `void finish_sync(FlatParams&)` "
+                "or `void after_step(FlatParams&)`; see docs/policies.md#parallel");
+  static_assert(HasRanks<P>,
+                "Parallel policy is missing `int rank() const`, `int world_size() const` or "
+                "`bool is_main() const`; see docs/policies.md#parallel");
+  static_assert(HasCollectives<P>,
+                "Parallel policy is missing a collective: `std::vector<double> "
+                "sum(std::vector<double>, const std::string&)`, `int64_t max(int64_t, const "
+                "std::string&)`, `void barrier(const std::string&)` or `void check_same(const "
+                "std::string&, const std::string&)`; see docs/policies.md#parallel");
+  static_assert(HasOptimizerStateTransforms<P>,
+                "Parallel policy is missing `StateDict gather_optimizer_state(StateDict, const "
+                "ElementwiseState&)` or `StateDict shard_optimizer_state(const StateDict&, const "
+                "ElementwiseState&) const`; see docs/policies.md#parallel");
   return true;
 }
 
@@ -155,37 +170,33 @@ constexpr bool check_task() {
   return true;
 }
 
+#define TRAINKIT_HOOK_NAME(name, Tag) " " #name
+#define TRAINKIT_CHECK_HOOK(name, Tag)                                         \
+  static_assert(HookWellFormed<C, Tag>,                                        \
+                "Callback member `" #name "` must be callable as `void " #name \
+                "(trainkit::TrainState& state)`; "                             \
+                "see docs/callbacks.md");
 template <class C>
 constexpr bool check_callback() {
   static_assert(
       NamesAnyHook<C>,
       "A callback must define at least one hook, each `void NAME(trainkit::TrainState& "
-      "state)`: on_fit_begin, on_epoch_begin, on_before_step, on_step_end, on_validation_end, "
-      "on_epoch_end, on_fit_end, on_exception; see docs/callbacks.md");
-  static_assert(HookWellFormed<C, OnFitBegin>,
-                "Callback member `on_fit_begin` must be callable as `void "
-                "on_fit_begin(trainkit::TrainState& state)`; see docs/callbacks.md");
-  static_assert(HookWellFormed<C, OnEpochBegin>,
-                "Callback member `on_epoch_begin` must be callable as `void "
-                "on_epoch_begin(trainkit::TrainState& state)`; see docs/callbacks.md");
-  static_assert(HookWellFormed<C, OnBeforeStep>,
-                "Callback member `on_before_step` must be callable as `void "
-                "on_before_step(trainkit::TrainState& state)`; see docs/callbacks.md");
-  static_assert(HookWellFormed<C, OnStepEnd>,
-                "Callback member `on_step_end` must be callable as `void "
-                "on_step_end(trainkit::TrainState& state)`; see docs/callbacks.md");
-  static_assert(HookWellFormed<C, OnValidationEnd>,
-                "Callback member `on_validation_end` must be callable as `void "
-                "on_validation_end(trainkit::TrainState& state)`; see docs/callbacks.md");
-  static_assert(HookWellFormed<C, OnEpochEnd>,
-                "Callback member `on_epoch_end` must be callable as `void "
-                "on_epoch_end(trainkit::TrainState& state)`; see docs/callbacks.md");
-  static_assert(HookWellFormed<C, OnFitEnd>,
-                "Callback member `on_fit_end` must be callable as `void "
-                "on_fit_end(trainkit::TrainState& state)`; see docs/callbacks.md");
-  static_assert(HookWellFormed<C, OnException>,
-                "Callback member `on_exception` must be callable as `void "
-                "on_exception(trainkit::TrainState& state)`; see docs/callbacks.md");
+      "state)`; the hooks:" TRAINKIT_FOR_EACH_HOOK(TRAINKIT_HOOK_NAME) "; see docs/callbacks.md");
+  TRAINKIT_FOR_EACH_HOOK(TRAINKIT_CHECK_HOOK)
+  return true;
+}
+#undef TRAINKIT_CHECK_HOOK
+#undef TRAINKIT_HOOK_NAME
+
+/// `C` as fit deduced it; a const callback's hooks could never run.
+template <class C>
+constexpr bool check_callback_mutable() {
+  using Held =
+      std::remove_reference_t<decltype(unwrap(std::declval<std::remove_reference_t<C>&>()))>;
+  static_assert(!std::is_const_v<Held>,
+                "A callback passed to fit must not be const: its hooks change it. Pass it by "
+                "non-const reference (used in place) or by value (moved in); see "
+                "docs/callbacks.md");
   return true;
 }
 

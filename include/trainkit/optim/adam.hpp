@@ -16,6 +16,7 @@ struct AdamOptions {
 
 class Adam : public detail::AdamFamily<AdamOptions, /*decoupled=*/false> {
  public:
+  static constexpr const char* stable_name() { return "trainkit::optim::Adam"; }
   using Options = AdamOptions;
   using AdamFamily::AdamFamily;
 };

@@ -16,6 +16,7 @@ struct AdamWOptions {
 
 class AdamW : public detail::AdamFamily<AdamWOptions, /*decoupled=*/true> {
  public:
+  static constexpr const char* stable_name() { return "trainkit::optim::AdamW"; }
   using Options = AdamWOptions;
   using AdamFamily::AdamFamily;
 };

@@ -12,6 +12,7 @@ namespace trainkit::optim {
 
 class SGD {
  public:
+  static constexpr const char* stable_name() { return "trainkit::optim::SGD"; }
   struct Options {
     double lr = 1e-2;
     double momentum = 0.0;
@@ -58,15 +59,23 @@ class SGD {
     StateDict d;
     d.values["momentum"] = options_.momentum;  // may be cycled by a schedule
     for (size_t i = 0; i < momentum_.size(); ++i) {
-      if (momentum_[i].defined()) d.tensors["momentum_buffer." + std::to_string(i)] = momentum_[i];
+      if (momentum_[i].defined()) d.tensors[buffer_name(i)] = momentum_[i];
     }
     return d;
+  }
+  /// The state tensors that follow the flat parameters element by element.
+  ElementwiseState elementwise_state() const {
+    ElementwiseState out;
+    for (size_t i = 0; i < momentum_.size(); ++i) {
+      if (momentum_[i].defined()) out[buffer_name(i)] = i;
+    }
+    return out;
   }
   void load_state_dict(const StateDict& d) {
     const auto groups = params_->groups();
     std::vector<at::Tensor> buffers(groups.size());
     for (size_t i = 0; i < groups.size(); ++i) {
-      const auto name = "momentum_buffer." + std::to_string(i);
+      const auto name = buffer_name(i);
       if (d.tensors.count(name)) buffers[i] = d.tensor_like(name, groups[i].data).clone();
     }
     options_.momentum = d.value<double>("momentum");
@@ -74,6 +83,9 @@ class SGD {
   }
 
  private:
+  static std::string buffer_name(size_t group) {
+    return "momentum_buffer." + std::to_string(group);
+  }
   FlatParams* params_;
   Options options_;
   std::vector<at::Tensor> momentum_;

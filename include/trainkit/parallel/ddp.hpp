@@ -14,6 +14,7 @@
 // - Boundary (finish_sync): start what is left, wait for every bucket,
 //   re-broadcast buffers when asked. Micro-batches inside an accumulation
 //   window run under defer_sync() and communicate nothing.
+#include <c10/util/ScopeExit.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
 #include <torch/csrc/autograd/variable.h>
@@ -32,11 +33,13 @@
 #include "trainkit/parallel/environment.hpp"
 #include "trainkit/parallel/process_group.hpp"
 #include "trainkit/params.hpp"
+#include "trainkit/state_dict.hpp"
 
 namespace trainkit::parallel {
 
 class DDP {
  public:
+  static constexpr const char* stable_name() { return "trainkit::parallel::DDP"; }
   struct Options {
     std::string backend{};                  ///< "gloo" or "nccl"; empty: nccl on CUDA, else gloo
     std::optional<torch::Device> device{};  ///< empty: cuda:LOCAL_RANK when CUDA exists, else CPU
@@ -47,19 +50,6 @@ class DDP {
     bool find_unused_parameters = false;
     std::chrono::milliseconds timeout = std::chrono::minutes(30);  ///< per collective
     Rendezvous rendezvous{};  ///< explicit rank/world/master, else from the environment
-  };
-
-  /// The scope of defer_sync(): gradients accumulate locally inside it.
-  class Deferred {
-   public:
-    explicit Deferred(bool& flag) : flag_(flag), was_(flag) { flag_ = true; }
-    ~Deferred() { flag_ = was_; }
-    Deferred(const Deferred&) = delete;
-    Deferred& operator=(const Deferred&) = delete;
-
-   private:
-    bool& flag_;
-    bool was_;
   };
 
   DDP() : DDP(Options{}) {}
@@ -168,7 +158,12 @@ class DDP {
     return flat;
   }
 
-  Deferred defer_sync() const { return Deferred(deferred_); }
+  /// A scope inside which gradients accumulate locally (no bucket starts).
+  auto defer_sync() {
+    const bool was = deferred_;
+    deferred_ = true;
+    return c10::make_scope_exit([this, was] { deferred_ = was; });
+  }
 
   /// At the boundary: starts the buckets still waiting, waits for all, and
   /// leaves every rank with the mean gradient.
@@ -202,6 +197,13 @@ class DDP {
   }
   int64_t max(int64_t value, const std::string& what) { return group_->max(value, what); }
   void barrier(const std::string& what) { group_->barrier(what); }
+
+  /// Every rank holds all of the optimizer's state: nothing to gather or shard.
+  StateDict gather_optimizer_state(StateDict local, const ElementwiseState&) { return local; }
+  StateDict shard_optimizer_state(const StateDict& full, const ElementwiseState&) const {
+    return full;
+  }
+  void after_step(FlatParams&) {}
 
   /// Buckets of the open step already started (all-reducing in the background).
   size_t buckets_started() const { return next_; }
@@ -327,7 +329,7 @@ class DDP {
   std::vector<std::pair<std::shared_ptr<torch::autograd::Node>, uintptr_t>> hooks_;
   size_t next_ = 0;
   bool any_ready_ = false;
-  mutable bool deferred_ = false;
+  bool deferred_ = false;
 };
 
 }  // namespace trainkit::parallel

@@ -1,18 +1,24 @@
 #pragma once
 // parallel::Single: one process, one device (CUDA when available, else CPU,
-// unless `device` says otherwise). Nothing to synchronise.
+// unless `device` says otherwise). The one-rank case of the Parallel
+// interface: nothing to synchronise, every collective is the identity.
 #include <torch/cuda.h>
 #include <torch/nn/module.h>
 
+#include <cstdint>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "trainkit/detail/scope.hpp"
 #include "trainkit/params.hpp"
+#include "trainkit/state_dict.hpp"
 
 namespace trainkit::parallel {
 
 class Single {
  public:
+  static constexpr const char* stable_name() { return "trainkit::parallel::Single"; }
   struct Options {
     std::optional<torch::Device> device{};
   };
@@ -23,11 +29,25 @@ class Single {
 
   torch::Device device() const { return device_; }
   void prepare(torch::nn::Module& model) { model.to(device_); }
-  detail::NoScope defer_sync() const { return {}; }
+  FlatParams& attach(FlatParams& params) { return params; }
+
+  detail::NoScope defer_sync() { return {}; }
   void finish_sync(FlatParams&) {}
+  void after_step(FlatParams&) {}
+
   int rank() const { return 0; }
   int world_size() const { return 1; }
   bool is_main() const { return true; }
+
+  std::vector<double> sum(std::vector<double> values, const std::string&) { return values; }
+  int64_t max(int64_t value, const std::string&) { return value; }
+  void barrier(const std::string&) {}
+  void check_same(const std::string&, const std::string&) {}
+
+  StateDict gather_optimizer_state(StateDict local, const ElementwiseState&) { return local; }
+  StateDict shard_optimizer_state(const StateDict& full, const ElementwiseState&) const {
+    return full;
+  }
 
  private:
   torch::Device device_;

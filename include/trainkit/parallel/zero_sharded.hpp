@@ -5,9 +5,9 @@
 // every rank broadcasts its updated slice. Checkpoints hold the full state
 // (gathered), so a run resumes on any number of ranks.
 //
-// Contract with the optimizer: per-element state is one tensor per group,
-// named "<state>.<group>" (optim::SGD, Adam, AdamW); other entries are
-// values shared by all ranks.
+// Contract with the optimizer: `elementwise_state()` lists every state tensor
+// and the flat group it follows (optim::SGD, Adam, AdamW); plain values are
+// shared by all ranks.
 #include <string>
 #include <vector>
 
@@ -18,6 +18,7 @@ namespace trainkit::parallel {
 
 class ZeroSharded : public DDP {
  public:
+  static constexpr const char* stable_name() { return "trainkit::parallel::ZeroSharded"; }
   using Options = DDP::Options;
   ZeroSharded() : ZeroSharded(Options{}) {}
   explicit ZeroSharded(const Options& o) : DDP(o) {}
@@ -43,12 +44,13 @@ class ZeroSharded : public DDP {
     for (auto& w : works) group_->wait(w, "broadcast of updated parameter shards");
   }
 
-  /// The optimizer state of all ranks, assembled on every rank (a collective).
-  StateDict gather_optimizer_state(StateDict local) {
-    for (auto& [name, t] : local.tensors) {
-      const auto group = group_in(shard_, name, t);
-      if (group < 0) continue;
-      const int64_t numel = full_->groups()[size_t(group)].numel();
+  /// The optimizer state of all ranks, assembled on every rank (a
+  /// collective): each tensor in `elementwise` is this rank's slice of its group.
+  StateDict gather_optimizer_state(StateDict local, const ElementwiseState& elementwise) {
+    require_listed(local, elementwise);
+    for (const auto& [name, group] : elementwise) {
+      auto& t = local.tensors.at(name);
+      const int64_t numel = full_->groups()[group].numel();
       auto full = at::empty({numel}, t.options());
       std::vector<ProcessGroup::Work> works;
       for (int r = 0; r < world_size(); ++r) {
@@ -64,13 +66,14 @@ class ZeroSharded : public DDP {
   }
 
   /// This rank's slice of a full optimizer state (no communication).
-  StateDict shard_optimizer_state(const StateDict& full) const {
+  StateDict shard_optimizer_state(const StateDict& full,
+                                  const ElementwiseState& elementwise) const {
     StateDict out = full;
-    for (auto& [name, t] : out.tensors) {
-      const auto group = group_in(*full_, name, t);
-      if (group < 0) continue;
-      const auto [begin, end] = FlatParams::shard_range(t.numel(), rank(), world_size());
-      t = t.reshape({-1}).narrow(0, begin, end - begin);
+    for (const auto& [name, group] : elementwise) {
+      const auto it = out.tensors.find(name);
+      if (it == out.tensors.end()) continue;  // load_state_dict names what is missing
+      const auto [begin, end] = FlatParams::shard_range(it->second.numel(), rank(), world_size());
+      it->second = it->second.reshape({-1}).narrow(0, begin, end - begin);
     }
     return out;
   }
@@ -78,21 +81,15 @@ class ZeroSharded : public DDP {
   FlatParams& shard() { return shard_; }
 
  private:
-  static int group_of(const std::string& name) {
-    const auto dot = name.rfind('.');
-    if (dot == std::string::npos || dot + 1 == name.size()) return -1;
-    for (size_t i = dot + 1; i < name.size(); ++i) {
-      if (name[i] < '0' || name[i] > '9') return -1;
+  /// A tensor state the optimizer did not list could not be gathered.
+  static void require_listed(const StateDict& local, const ElementwiseState& elementwise) {
+    for (const auto& [name, t] : local.tensors) {
+      if (elementwise.count(name) == 0) {
+        throw Error("trainkit: parallel::ZeroSharded: the optimizer's state tensor \"" + name +
+                    "\" is not in its elementwise_state(); a sharded optimizer must list every "
+                    "per-element state tensor (optim::SGD, Adam and AdamW do)");
+      }
     }
-    return std::stoi(name.substr(dot + 1));
-  }
-  /// The group whose per-element state `t` is in `params` (a shard or the
-  /// full buffers), or -1 for shared values.
-  static int group_in(const FlatParams& params, const std::string& name, const at::Tensor& t) {
-    const int g = group_of(name);
-    const bool ok = g >= 0 && size_t(g) < params.groups().size() && t.dim() == 1 &&
-                    t.numel() == params.groups()[size_t(g)].numel();
-    return ok ? g : -1;
   }
 
   FlatParams* full_ = nullptr;

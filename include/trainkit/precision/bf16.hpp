@@ -10,6 +10,7 @@ namespace trainkit::precision {
 
 class Bf16 : public Unscaled {
  public:
+  static constexpr const char* stable_name() { return "trainkit::precision::Bf16"; }
   struct Options {};
   Bf16() : Bf16(Options{}) {}
   explicit Bf16(const Options&, torch::Device device = torch::kCPU) : device_(device.type()) {}

@@ -12,6 +12,7 @@ namespace trainkit::precision {
 
 class Fp16 {
  public:
+  static constexpr const char* stable_name() { return "trainkit::precision::Fp16"; }
   struct Options {
     bool autocast = true;
     GradScaler::Options scaler{};

@@ -9,6 +9,7 @@ namespace trainkit::precision {
 
 class Fp32 : public Unscaled {
  public:
+  static constexpr const char* stable_name() { return "trainkit::precision::Fp32"; }
   struct Options {};
   Fp32() : Fp32(Options{}) {}
   explicit Fp32(const Options&, torch::Device = torch::kCPU) {}

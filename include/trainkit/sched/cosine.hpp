@@ -11,6 +11,7 @@ namespace trainkit::sched {
 
 class Cosine {
  public:
+  static constexpr const char* stable_name() { return "trainkit::sched::Cosine"; }
   struct Options {
     int64_t t_max = 0;
     double eta_min = 0.0;

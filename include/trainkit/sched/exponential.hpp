@@ -8,6 +8,7 @@ namespace trainkit::sched {
 
 class Exponential {
  public:
+  static constexpr const char* stable_name() { return "trainkit::sched::Exponential"; }
   struct Options {
     double gamma = 0.99;
   };

@@ -10,6 +10,7 @@ namespace trainkit::sched {
 
 class Linear {
  public:
+  static constexpr const char* stable_name() { return "trainkit::sched::Linear"; }
   struct Options {
     double start_factor = 1.0;
     double end_factor = 0.0;

@@ -11,6 +11,7 @@ namespace trainkit::sched {
 
 class MultiStep {
  public:
+  static constexpr const char* stable_name() { return "trainkit::sched::MultiStep"; }
   struct Options {
     std::vector<int64_t> milestones{};
     double gamma = 0.1;

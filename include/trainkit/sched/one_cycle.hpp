@@ -14,6 +14,7 @@ namespace trainkit::sched {
 
 class OneCycle {
  public:
+  static constexpr const char* stable_name() { return "trainkit::sched::OneCycle"; }
   enum class Anneal { Cos, Linear };
   struct Options {
     double max_lr = 0.0;      ///< 0: the optimizer's lr

@@ -9,6 +9,7 @@ namespace trainkit::sched {
 
 class Step {
  public:
+  static constexpr const char* stable_name() { return "trainkit::sched::Step"; }
   struct Options {
     int64_t step_size = 1;
     double gamma = 0.1;

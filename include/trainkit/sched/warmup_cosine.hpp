@@ -11,6 +11,7 @@ namespace trainkit::sched {
 
 class WarmupCosine {
  public:
+  static constexpr const char* stable_name() { return "trainkit::sched::WarmupCosine"; }
   struct Options {
     int64_t warmup_steps = 0;
     double start_factor = 0.01;

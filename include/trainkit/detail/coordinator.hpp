@@ -1,0 +1,83 @@
+#pragma once
+// What the ranks of one run must agree on, over the Parallel policy's
+// collectives: stops, skipped steps, signals, the epoch's mean loss, the
+// validation metrics and the moment a checkpoint is written. With one rank
+// (parallel::Single) every collective is the identity and this is the
+// single-process algorithm; the Trainer calls it the same way for both.
+#include <torch/types.h>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "trainkit/error.hpp"
+#include "trainkit/state.hpp"
+
+namespace trainkit::detail {
+
+template <class Parallel>
+class Coordinator {
+ public:
+  explicit Coordinator(Parallel& parallel) : parallel_(parallel) {}
+
+  /// A stop requested on any rank stops all of them, at the same step.
+  void agree_on_stop(TrainState& state) {
+    const auto by = parallel_.max(state.stop_requested() ? rank() + 1 : 0, "agree on stop");
+    if (by > 0 && !state.stop_requested())
+      state.request_stop("stop requested by rank " + std::to_string(by - 1));
+  }
+
+  /// A step skipped on any rank (from on_before_step) is skipped on all.
+  void agree_on_skip(TrainState& state) {
+    const auto by = parallel_.max(state.step_skipped() ? rank() + 1 : 0, "agree on skip");
+    if (by > 0 && !state.step_skipped())
+      state.skip_step("step skipped by rank " + std::to_string(by - 1));
+  }
+
+  /// The largest signal number caught on any rank (0: none).
+  int agree_on_signal(int caught) { return int(parallel_.max(caught, "agree on signals")); }
+
+  /// The mean over all ranks of `count` values summing to `sum`; none when empty.
+  std::optional<double> global_mean(double sum, int64_t count) {
+    const auto total = parallel_.sum({sum, double(count)}, "sum of the epoch's training loss");
+    if (total[1] == 0) return std::nullopt;
+    return total[0] / total[1];
+  }
+
+  /// Per-name means over all ranks of sample-weighted sums (device tensors)
+  /// of `count` samples. Every rank must report the same names.
+  std::map<std::string, double> mean_metrics(const std::map<std::string, at::Tensor>& sums,
+                                             int64_t count) {
+    std::vector<double> totals;  // sums, then the count and the number of sums
+    for (const auto& [name, sum] : sums) totals.push_back(sum.template item<double>());
+    totals.push_back(double(count));
+    totals.push_back(double(totals.size()));
+    totals = parallel_.sum(totals, "sum of validation metrics");
+    if (totals.back() != double(totals.size() - 1) * parallel_.world_size()) {
+      throw Error("trainkit: the ranks' tasks report different sets of metrics");
+    }
+    const double samples = totals[totals.size() - 2];
+    std::map<std::string, double> means;
+    size_t i = 0;
+    for (const auto& [name, sum] : sums) means[name] = samples > 0 ? totals[i++] / samples : 0.0;
+    return means;
+  }
+
+  /// Every rank calls this at the same point: `gather` runs on all (it may
+  /// be a collective), `write` on the main process once all are there.
+  template <class Gather, class Write>
+  void write_once(const std::string& what, Gather&& gather, Write&& write) {
+    parallel_.barrier(what);
+    auto gathered = gather();
+    if (parallel_.is_main()) write(gathered);
+    parallel_.barrier(what + " written");
+  }
+
+ private:
+  int rank() const { return parallel_.rank(); }
+  Parallel& parallel_;
+};
+
+}  // namespace trainkit::detail
