@@ -6,6 +6,7 @@
 // 2. Gathering in-memory batches with one index_select vs stacking samples
 //    one by one through LibTorch's torch::data loader (50k x 3x32x32 uint8).
 #include <torch/torch.h>
+#include <trainkit/data.hpp>
 #include <trainkit/trainkit.hpp>
 
 #include <chrono>

@@ -8,6 +8,7 @@
 //   zero:    optimizer-state bytes per rank, ZeroSharded vs DDP (AdamW)
 #include <torch/torch.h>
 
+#include <trainkit/data.hpp>
 #include <trainkit/parallel/ddp.hpp>
 #include <trainkit/parallel/zero_sharded.hpp>
 #include <trainkit/trainkit.hpp>

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "../examples/glyphs.hpp"
 #include "../examples/models.hpp"
 #include "bench_util.hpp"
 
@@ -43,7 +44,7 @@ double median(std::vector<double> v) {
 
 int main() {
   const auto dir = std::filesystem::temp_directory_path() / "trainkit_bench_logging";
-  const auto images = data::make_glyphs(64 * 150, 1);
+  const auto images = examples::make_glyphs(64 * 150, 1);
   data::TensorBatches batches(images, {.batch_size = 64});
   auto loggers = [&] {
     return std::make_tuple(callbacks::Throughput{}, callbacks::TensorBoard({.dir = dir / "tb"}),

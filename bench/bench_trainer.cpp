@@ -10,6 +10,7 @@
 
 #include <cstring>
 
+#include "../examples/glyphs.hpp"
 #include "../examples/models.hpp"
 #include "bench_util.hpp"
 
@@ -108,7 +109,7 @@ void overhead() {
 }
 
 void page_faults(bool keep) {
-  const auto images = data::make_glyphs(64 * 20, 1);
+  const auto images = examples::make_glyphs(64 * 20, 1);
   data::TensorBatches batches(images, {.batch_size = 64});
   torch::manual_seed(0);
   Trainer<optim::AdamW> trainer(SmallCnn(), {.keep_freed_cpu_memory = keep});

@@ -1,16 +1,18 @@
 // Mixed precision recipe: AdamW + OneCycle, bf16 autocast, 4 micro-batches
 // per step (effective batch 64 from batches of 16) and gradient-norm clipping.
 #include <torch/torch.h>
+#include <trainkit/data.hpp>
 #include <trainkit/trainkit.hpp>
 
 #include <cstdio>
 
+#include "glyphs.hpp"
 #include "models.hpp"
 
 using namespace trainkit;
 
 int main() {
-  const auto train = data::make_glyphs(3000, 1), val = data::make_glyphs(1000, 2);
+  const auto train = examples::make_glyphs(3000, 1), val = examples::make_glyphs(1000, 2);
   data::Loader train_batches(
       train, data::RandomSampler({.size = train.size(), .seed = 1}),
       {.batch_size = 16, .workers = 2, .device_transform = data::transforms::RandomCrop{28, 2}});

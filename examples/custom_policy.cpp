@@ -4,12 +4,14 @@
 // Neither derives from anything: they only have the members their concepts
 // ask for.
 #include <torch/torch.h>
+#include <trainkit/data.hpp>
 #include <trainkit/trainkit.hpp>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 
+#include "glyphs.hpp"
 #include "models.hpp"
 
 using namespace trainkit;
@@ -37,7 +39,7 @@ struct BestAccuracy {
 
 int main() {
   static_assert(SchedulerPolicy<InverseSqrt> && TrainerCallback<BestAccuracy>);
-  const auto train = data::make_glyphs(3000, 1), val = data::make_glyphs(1000, 2);
+  const auto train = examples::make_glyphs(3000, 1), val = examples::make_glyphs(1000, 2);
   // Class-balanced sampling: each sample weighted by 1 / (its class's count).
   const auto counts = at::bincount(train.targets, {}, 10).to(at::kDouble);
   data::Loader train_batches(

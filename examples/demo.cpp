@@ -9,6 +9,7 @@
 #include <torch/torch.h>
 #include <CLI/CLI.hpp>
 #include <trainkit/callbacks.hpp>
+#include <trainkit/data.hpp>
 #include <trainkit/io.hpp>
 #include <trainkit/parallel/ddp.hpp>
 #include <trainkit/trainkit.hpp>
@@ -18,6 +19,7 @@
 #include <optional>
 #include <string>
 
+#include "glyphs.hpp"
 #include "models.hpp"
 
 using namespace trainkit;
@@ -74,8 +76,8 @@ int main(int argc, char** argv) {
     const auto start = std::chrono::steady_clock::now();
     data::TensorDataset train, val;
     if (mnist_dir.empty()) {
-      train = data::make_glyphs(train_size, /*seed=*/1);
-      val = data::make_glyphs(val_size, /*seed=*/2);
+      train = examples::make_glyphs(train_size, /*seed=*/1);
+      val = examples::make_glyphs(val_size, /*seed=*/2);
     } else {
       train = data::read_mnist(mnist_dir, /*train=*/true);
       val = data::read_mnist(mnist_dir, /*train=*/false);

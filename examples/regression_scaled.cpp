@@ -2,6 +2,7 @@
 // plain loss scaling on a CPU), runtime accumulation, value clipping and a
 // warmup-cosine schedule, fitting y = sin(3x) + noise.
 #include <torch/torch.h>
+#include <trainkit/data.hpp>
 #include <trainkit/trainkit.hpp>
 
 #include <cstdio>

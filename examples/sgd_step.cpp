@@ -1,16 +1,18 @@
 // Classic recipe: fp32, SGD with Nesterov momentum, a step schedule, no
 // accumulation or clipping. An MLP on the glyphs.
 #include <torch/torch.h>
+#include <trainkit/data.hpp>
 #include <trainkit/trainkit.hpp>
 
 #include <cstdio>
 
+#include "glyphs.hpp"
 #include "models.hpp"
 
 using namespace trainkit;
 
 int main() {
-  const auto train = data::make_glyphs(4000, 1), val = data::make_glyphs(1000, 2);
+  const auto train = examples::make_glyphs(4000, 1), val = examples::make_glyphs(1000, 2);
   data::Loader train_batches(train, data::RandomSampler({.size = train.size(), .seed = 1}),
                              {.batch_size = 32, .workers = 1});
   data::Loader val_batches(val, data::SequentialSampler(val.size()), {.batch_size = 500});

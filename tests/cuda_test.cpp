@@ -2,6 +2,7 @@
 // reported as skipped elsewhere (CTest's SKIP_REGULAR_EXPRESSION matches the
 // line REQUIRE_CUDA prints): fp16 with PyTorch's `_amp_*` kernels, bf16
 // autocast, pinned side-stream batches, CUDA RNG in checkpoints, NCCL.
+#include <trainkit/data.hpp>
 #include <trainkit/io.hpp>
 #include <trainkit/parallel/ddp.hpp>
 #include <trainkit/trainkit.hpp>

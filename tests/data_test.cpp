@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "../examples/glyphs.hpp"
 #include "support.hpp"
 
 using namespace trainkit;
@@ -36,8 +37,8 @@ TEST_CASE("shuffled batches depend on (seed, epoch) only, not on the batch size"
 }
 
 TEST_CASE("glyphs are deterministic, balanced and distinct per class") {
-  const auto a = data::make_glyphs(400, 3), b = data::make_glyphs(400, 3),
-             c = data::make_glyphs(400, 4);
+  const auto a = examples::make_glyphs(400, 3), b = examples::make_glyphs(400, 3),
+             c = examples::make_glyphs(400, 4);
   CHECK(torch::equal(a.inputs, b.inputs));
   CHECK(torch::equal(a.targets, b.targets));
   CHECK(!torch::equal(a.inputs, c.inputs));
@@ -45,7 +46,7 @@ TEST_CASE("glyphs are deterministic, balanced and distinct per class") {
   const auto counts = at::bincount(a.targets, {}, 10);
   CHECK(counts.min().item<int64_t>() >= 20);
   // the prefix of a larger set is the smaller set
-  const auto big = data::make_glyphs(800, 3);
+  const auto big = examples::make_glyphs(800, 3);
   CHECK(torch::equal(big.inputs.narrow(0, 0, 400), a.inputs));
   // class means differ: the classes are separable in principle
   const auto flat = a.inputs.view({400, -1});

@@ -5,6 +5,7 @@
 //   kill_helper DIR OUT.safetensors [--resume]
 #include <torch/torch.h>
 #include <trainkit/callbacks.hpp>
+#include <trainkit/data.hpp>
 #include <trainkit/io.hpp>
 #include <trainkit/trainkit.hpp>
 
@@ -48,7 +49,7 @@ int main(int argc, char** argv) {
   if (resume && std::filesystem::exists(dir / "last.ckpt")) options.resume_from = dir;
   // Announce first: "step N" is printed right before step N's checkpoint is written.
   trainer.fit(task::Classification{}, loader, options, Announce{},
-              callbacks::ModelCheckpoint({.dir = dir, .every_n_steps = 1, .keep_last = 2}));
+              callbacks::ModelCheckpoint({.dir = dir, .save_every = 1, .keep_last = 2}));
   io::save_safetensors(out, trainer.model());
   std::printf("done\n");
   return 0;

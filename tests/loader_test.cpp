@@ -1,12 +1,15 @@
 // data::Loader: same batches whatever the number of workers, exact resume
 // position, worker failures and early destruction; samplers against PyTorch
 // and against their expected frequencies; batched transforms.
+#include <trainkit/callbacks/progressive_resize.hpp>
+#include <trainkit/data.hpp>
 #include <trainkit/trainkit.hpp>
 
 #include <atomic>
 #include <chrono>
 #include <thread>
 
+#include "../examples/glyphs.hpp"
 #include "support.hpp"
 
 using namespace trainkit;
@@ -171,7 +174,7 @@ TEST_CASE("a torch::data dataset plugs in and is stacked per sample") {
 }
 
 TEST_CASE("Trainer::fit takes a Loader, for training and validation") {
-  const auto train = data::make_glyphs(512, 1), val = data::make_glyphs(256, 2);
+  const auto train = examples::make_glyphs(512, 1), val = examples::make_glyphs(256, 2);
   data::Loader train_loader(train, data::RandomSampler({.size = 512, .seed = 1}),
                             {.batch_size = 32, .workers = 2});
   data::Loader val_loader(val, data::SequentialSampler(256), {.batch_size = 128});
@@ -290,7 +293,7 @@ TEST_CASE("ProgressiveResize grows the loader's images over epochs") {
   CHECK(progressive.size_at(0) == 8);
   CHECK(progressive.size_at(1) == 12);
   CHECK(progressive.size_at(5) == 16);
-  const auto ds = data::make_glyphs(64, 1);
+  const auto ds = examples::make_glyphs(64, 1);
   data::Loader loader(ds, data::SequentialSampler(64),
                       {.batch_size = 32, .device_transform = progressive.transform()});
   std::vector<int64_t> sides;

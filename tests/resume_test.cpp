@@ -3,6 +3,7 @@
 // transforms, mid-epoch and at an epoch end); callback, schedule and scaler
 // state survive; bad files are rejected whole, naming the file.
 #include <trainkit/callbacks.hpp>
+#include <trainkit/data.hpp>
 #include <trainkit/io.hpp>
 #include <trainkit/trainkit.hpp>
 
@@ -195,7 +196,7 @@ TEST_CASE("ModelCheckpoint keeps the last K, links last.ckpt, keeps the best, an
   auto trainer = make_trainer();
   auto loader = make_loader();
   callbacks::ModelCheckpoint saver(
-      {.dir = dir, .every_n_steps = 2, .keep_last = 2, .monitor = "train_loss"});
+      {.dir = dir, .save_every = 2, .keep_last = 2, .monitor = "train_loss"});
   trainer->fit(task::Classification{}, *loader, {.epochs = 2}, std::ref(saver));
   const auto kept = saver.checkpoints();
   REQUIRE(kept.size() == 2);
@@ -209,9 +210,8 @@ TEST_CASE("ModelCheckpoint keeps the last K, links last.ckpt, keeps the best, an
   auto l2 = make_loader();
   const auto r = more->fit(task::Classification{}, *l2, {.epochs = 3, .resume_from = dir});
   CHECK(r.steps == 15);
-  CHECK_THROWS_WITH_AS(callbacks::ModelCheckpoint({.every_n_steps = -1}),
-                       doctest::Contains("`model_checkpoint.every_n_steps` = -1 is invalid"),
-                       Error);
+  CHECK_THROWS_WITH_AS(callbacks::ModelCheckpoint({.save_every = -1}),
+                       doctest::Contains("`model_checkpoint.save_every` = -1 is invalid"), Error);
   std::filesystem::remove_all(dir);
 }
 
@@ -357,5 +357,33 @@ TEST_CASE("checkpoints record the policies' stable names, so a renamed policy st
   const auto r =
       after.fit(task::Classification{}, train, {.epochs = 2, .resume_from = dir / "step-2.ckpt"});
   CHECK(r.steps == 4);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("ModelCheckpoint's best must beat the last best by more than min_delta") {
+  const auto dir = tk_test::temp_dir("trainkit_ckpt_min_delta");
+  struct Score {
+    std::vector<double> per_epoch;
+    void on_epoch_end(TrainState& s) { s.metrics["score"] = per_epoch[size_t(s.epoch)]; }
+  };
+  struct Record {
+    const callbacks::ModelCheckpoint* saver;
+    std::vector<double> best;
+    void on_epoch_end(TrainState&) { best.push_back(saver->best()); }
+  };
+  callbacks::ModelCheckpoint saver({.dir = dir,
+                                    .every_epoch = false,
+                                    .monitor = "score",
+                                    .mode = callbacks::ModelCheckpoint::Mode::Min,
+                                    .min_delta = 0.1});
+  Record record{&saver, {}};
+  Trainer<optim::SGD> trainer(tk_test::seeded_mlp());
+  data::TensorBatches train({torch::randn({16, 8}), torch::randint(0, 3, {16})}, {.batch_size = 8});
+  trainer.fit(task::Classification{}, train, {.epochs = 3}, Score{{1.0, 0.95, 0.85}}, saver,
+              record);
+  CHECK(record.best == std::vector<double>{1.0, 1.0, 0.85});  // 0.95 is not 0.1 better
+  CHECK(std::filesystem::exists(dir / "best.ckpt"));
+  CHECK_THROWS_WITH_AS(callbacks::ModelCheckpoint({.monitor = "score", .min_delta = -1}),
+                       doctest::Contains("`model_checkpoint.min_delta` = -1 is invalid"), Error);
   std::filesystem::remove_all(dir);
 }

@@ -1,21 +1,26 @@
 #pragma once
-// Every contract in trainkit, in one file: read this first.
+// Every contract a user can implement, in one file (the data::Loader's
+// datasets and samplers come from data/concepts.hpp): read this first.
 //
 // A policy is a type with a nested aggregate `Options` and the members below.
-// Each family concept is composed of small named ones, so a compiler error
-// names the missing part; Trainer<...> checks them one by one with
-// static_asserts whose text is the expected signature (docs/policies.md).
+// Each family concept is composed of small named ones (in detail::), so a
+// compiler error names the missing part; Trainer<...> checks them one by one
+// with static_asserts whose text is the expected signature
+// (docs/policies.md). The optional capabilities (Has*) and the family,
+// task, callback and training-data concepts are the public contracts.
 #include <torch/nn/module.h>
 #include <torch/types.h>
 
 #include <concepts>
 #include <cstdint>
+#include <iterator>
 #include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
 
 #include "trainkit/data/batch.hpp"
+#include "trainkit/data/concepts.hpp"  // datasets and samplers of data::Loader
 #include "trainkit/params.hpp"
 #include "trainkit/sched/context.hpp"
 #include "trainkit/state.hpp"
@@ -38,12 +43,14 @@ template <class P>
 concept HasStableName = requires {
   { P::stable_name() } -> std::convertible_to<std::string>;
 };
+namespace detail {
 template <class P>
 concept HasOptions = requires {
   typename P::Options;
 };
 template <class P>
 concept HasDefaultOptions = HasOptions<P> && std::default_initializable<typename P::Options>;
+}  // namespace detail
 
 // ---- optimizer: steps the flat parameters ----------------------------------
 //   struct MyOpt {
@@ -51,6 +58,7 @@ concept HasDefaultOptions = HasOptions<P> && std::default_initializable<typename
 //     MyOpt(FlatParams& params, const Options& options);
 //     void step();  double lr() const;  void set_lr(double);
 //   };
+namespace detail {
 template <class O>
 concept OptimizerConstructible =
     HasOptions<O> && std::constructible_from<O, FlatParams&, const typename O::Options&>;
@@ -66,14 +74,15 @@ template <class O>
 concept HasSetLr = requires(O& o, double lr) {
   o.set_lr(lr);
 };
+}  // namespace detail
 /// Optional: momentum (SGD) or beta1 (Adam) for schedules that cycle it.
 template <class O>
 concept HasSetMomentum = requires(O& o, double m) {
   o.set_momentum(m);
 };
 template <class O>
-concept OptimizerPolicy =
-    HasDefaultOptions<O> && OptimizerConstructible<O> && HasStep<O> && HasLr<O> && HasSetLr<O>;
+concept OptimizerPolicy = detail::HasDefaultOptions<O> && detail::OptimizerConstructible<O> &&
+    detail::HasStep<O> && detail::HasLr<O> && detail::HasSetLr<O>;
 
 // ---- scheduler: learning rate as a function of the optimizer step ----------
 //   struct MySched {
@@ -82,6 +91,7 @@ concept OptimizerPolicy =
 //     void start(const sched::ScheduleContext&);  // base lr and run length
 //     double lr_at(int64_t step) const;
 //   };
+namespace detail {
 template <class S>
 concept SchedulerConstructible =
     HasOptions<S> && std::constructible_from<S, const typename S::Options&>;
@@ -93,14 +103,15 @@ template <class S>
 concept HasLrAt = requires(const S& s, int64_t step) {
   { s.lr_at(step) } -> std::convertible_to<double>;
 };
+}  // namespace detail
 /// Optional: a momentum schedule (OneCycle).
 template <class S>
 concept HasMomentumAt = requires(const S& s, int64_t step) {
   { s.momentum_at(step) } -> std::same_as<std::optional<double>>;
 };
 template <class S>
-concept SchedulerPolicy =
-    HasDefaultOptions<S> && SchedulerConstructible<S> && HasStart<S> && HasLrAt<S>;
+concept SchedulerPolicy = detail::HasDefaultOptions<S> && detail::SchedulerConstructible<S> &&
+    detail::HasStart<S> && detail::HasLrAt<S>;
 
 // ---- precision: autocast around forward, (scaled) backward, guarded step ----
 //   struct MyPrecision {
@@ -114,7 +125,6 @@ concept SchedulerPolicy =
 //   };
 namespace detail {
 inline void nothing() {}
-}  // namespace detail
 template <class P>
 concept PrecisionConstructible =
     HasOptions<P> && std::constructible_from<P, const typename P::Options&, torch::Device>;
@@ -138,18 +148,21 @@ template <class P>
 concept HasUpdate = requires(P& p) {
   p.update();
 };
+}  // namespace detail
 /// Optional: the loss scale, for logging.
 template <class P>
 concept HasLossScale = requires(const P& p) {
   { p.loss_scale() } -> std::convertible_to<at::Tensor>;
 };
 template <class P>
-concept PrecisionPolicy = HasDefaultOptions<P> && PrecisionConstructible<P> && HasAutocast<P> &&
-    HasBackward<P> && HasUnscale<P> && HasGuardedStep<P> && HasUpdate<P>;
+concept PrecisionPolicy = detail::HasDefaultOptions<P> && detail::PrecisionConstructible<P> &&
+    detail::HasAutocast<P> && detail::HasBackward<P> && detail::HasUnscale<P> &&
+    detail::HasGuardedStep<P> && detail::HasUpdate<P>;
 
 // ---- accumulate: micro-batches per optimizer step ---------------------------
 //   struct MyAccumulate { struct Options {}; explicit MyAccumulate(const Options&);
 //                         int64_t steps() const; };
+namespace detail {
 template <class A>
 concept AccumulateConstructible =
     HasOptions<A> && std::constructible_from<A, const typename A::Options&>;
@@ -157,25 +170,30 @@ template <class A>
 concept HasSteps = requires(const A& a) {
   { a.steps() } -> std::convertible_to<int64_t>;
 };
+}  // namespace detail
 template <class A>
-concept AccumulatePolicy = HasDefaultOptions<A> && AccumulateConstructible<A> && HasSteps<A>;
+concept AccumulatePolicy =
+    detail::HasDefaultOptions<A> && detail::AccumulateConstructible<A> && detail::HasSteps<A>;
 
 // ---- clip: acts on unscaled gradients before the step -----------------------
 //   struct MyClip { struct Options {}; explicit MyClip(const Options&);
 //                   void clip(FlatParams&); };
+namespace detail {
 template <class C>
 concept ClipConstructible = HasOptions<C> && std::constructible_from<C, const typename C::Options&>;
 template <class C>
 concept HasClip = requires(C& c, FlatParams& params) {
   c.clip(params);
 };
+}  // namespace detail
 /// Optional: the pre-clip total norm (a device tensor).
 template <class C>
 concept HasLastNorm = requires(const C& c) {
   { c.last_norm() } -> std::convertible_to<at::Tensor>;
 };
 template <class C>
-concept ClipPolicy = HasDefaultOptions<C> && ClipConstructible<C> && HasClip<C>;
+concept ClipPolicy =
+    detail::HasDefaultOptions<C> && detail::ClipConstructible<C> && detail::HasClip<C>;
 
 // ---- parallel: placement, gradient synchronisation, the ranks' agreement ----
 // One interface for one process and many: parallel::Single is the one-rank
@@ -194,6 +212,7 @@ concept ClipPolicy = HasDefaultOptions<C> && ClipConstructible<C> && HasClip<C>;
 //     StateDict gather_optimizer_state(StateDict local, const ElementwiseState&);
 //     StateDict shard_optimizer_state(const StateDict& full, const ElementwiseState&) const;
 //   };
+namespace detail {
 template <class P>
 concept ParallelConstructible =
     HasOptions<P> && std::constructible_from<P, const typename P::Options&>;
@@ -234,10 +253,11 @@ concept HasOptimizerStateTransforms = requires(P& p, const P& c, StateDict d,
   { p.gather_optimizer_state(d, e) } -> std::same_as<StateDict>;
   { c.shard_optimizer_state(d, e) } -> std::same_as<StateDict>;
 };
+}  // namespace detail
 template <class P>
-concept ParallelPolicy = HasDefaultOptions<P> && ParallelConstructible<P> && HasDevice<P> &&
-    HasPrepare<P> && HasAttach<P> && HasSync<P> && HasRanks<P> && HasCollectives<P> &&
-    HasOptimizerStateTransforms<P>;
+concept ParallelPolicy = detail::HasDefaultOptions<P> && detail::ParallelConstructible<P> &&
+    detail::HasDevice<P> && detail::HasPrepare<P> && detail::HasAttach<P> && detail::HasSync<P> &&
+    detail::HasRanks<P> && detail::HasCollectives<P> && detail::HasOptimizerStateTransforms<P>;
 
 /// Optional for optimizers: the state tensors that follow the parameters
 /// element by element, so a sharding Parallel policy can shard them.
@@ -277,46 +297,85 @@ struct Mix : T, Probe {};
   X(on_fit_end, OnFitEnd)               \
   X(on_exception, OnException)
 
-#define TRAINKIT_DEFINE_HOOK(name, Tag)                                                \
-  namespace detail::hooks {                                                            \
-  struct Probe_##name {                                                                \
-    void name();                                                                       \
-  };                                                                                   \
-  }                                                                                    \
-  template <class T>                                                                   \
-  concept Names##Tag =                                                                 \
-      std::is_class_v<T> && (std::is_final_v<T> ? requires { &T::name; } : !requires { \
-        &detail::hooks::Mix<T, detail::hooks::Probe_##name>::name;                     \
-      });                                                                              \
-  template <class T>                                                                   \
-  concept Has##Tag = requires(T & t, TrainState & s) {                                 \
-    t.name(s);                                                                         \
-  };                                                                                   \
-  struct Tag {                                                                         \
-    template <class T>                                                                 \
-    static void call(T& t, TrainState& s) {                                            \
-      if constexpr (Has##Tag<T>) t.name(s);                                            \
-    }                                                                                  \
-    template <class T>                                                                 \
-    static constexpr bool named = Names##Tag<T>;                                       \
-    template <class T>                                                                 \
-    static constexpr bool callable = Has##Tag<T>;                                      \
+#define TRAINKIT_DEFINE_HOOK(name, Tag)                                           \
+  namespace detail {                                                              \
+  namespace hooks {                                                               \
+  struct Probe_##name {                                                           \
+    void name();                                                                  \
+  };                                                                              \
+  }                                                                               \
+  template <class T>                                                              \
+  concept Names##Tag = std::is_class_v<T> &&                                      \
+                       (std::is_final_v<T> ? requires { &T::name; } : !requires { \
+                         &hooks::Mix<T, hooks::Probe_##name>::name;               \
+                       });                                                        \
+  template <class T>                                                              \
+  concept Has##Tag = requires(T & t, TrainState& s) {                             \
+    t.name(s);                                                                    \
+  };                                                                              \
+  }                                                                               \
+  /** The hook's tag: Trainer dispatches by it. */                                \
+  struct Tag {                                                                    \
+    template <class T>                                                            \
+    static void call(T& t, TrainState& s) {                                       \
+      if constexpr (detail::Has##Tag<T>) t.name(s);                               \
+    }                                                                             \
+    template <class T>                                                            \
+    static constexpr bool named = detail::Names##Tag<T>;                          \
+    template <class T>                                                            \
+    static constexpr bool callable = detail::Has##Tag<T>;                         \
   };
 TRAINKIT_FOR_EACH_HOOK(TRAINKIT_DEFINE_HOOK)
 #undef TRAINKIT_DEFINE_HOOK
 
+namespace detail {
 template <class C, class Hook>
 concept HookWellFormed = !Hook::template named<C> || Hook::template callable<C>;
 
 // clang-format off
-#define TRAINKIT_NAMES_HOOK(name, Tag) Names##Tag<C> ||
-#define TRAINKIT_HOOK_WELL_FORMED(name, Tag) HookWellFormed<C, Tag> &&
+#define TRAINKIT_NAMES_HOOK(name, Tag) Tag::named<C> ||
 template <class C>
 concept NamesAnyHook = TRAINKIT_FOR_EACH_HOOK(TRAINKIT_NAMES_HOOK) false;
-template <class C>
-concept TrainerCallback = NamesAnyHook<C> && TRAINKIT_FOR_EACH_HOOK(TRAINKIT_HOOK_WELL_FORMED) true;
-#undef TRAINKIT_HOOK_WELL_FORMED
 #undef TRAINKIT_NAMES_HOOK
 // clang-format on
+}  // namespace detail
+
+// clang-format off
+#define TRAINKIT_HOOK_WELL_FORMED(name, Tag) detail::HookWellFormed<C, Tag> &&
+/// A callback: at least one hook, and every member named like a hook callable as one.
+template <class C>
+concept TrainerCallback =
+    detail::NamesAnyHook<C> && TRAINKIT_FOR_EACH_HOOK(TRAINKIT_HOOK_WELL_FORMED) true;
+#undef TRAINKIT_HOOK_WELL_FORMED
+// clang-format on
+
+// ---- training data: what fit trains on --------------------------------------
+// Any range of data::Batch (a std::vector<Batch>, data::TensorBatches,
+// data::Loader). Optional members, used when present:
+//   int64_t size() const;                 // batches per epoch (run length, progress)
+//   void set_epoch(int64_t epoch);        // a new order each epoch
+//   void set_shard(int64_t rank, int64_t world_size);  // this rank's part (DDP)
+//   void set_start(int64_t batch);        // resume mid-epoch without reading the skipped part
+template <class D>
+concept TrainingData = requires(D& d) {
+  { *std::begin(d) } -> std::convertible_to<const data::Batch&>;
+  std::end(d);
+};
+template <class D>
+concept HasSize = requires(D& d) {
+  { d.size() } -> std::convertible_to<int64_t>;
+};
+template <class D>
+concept HasSetEpoch = requires(D& d, int64_t epoch) {
+  d.set_epoch(epoch);
+};
+template <class D>
+concept HasSetShard = requires(D& d, int64_t rank, int64_t world_size) {
+  d.set_shard(rank, world_size);
+};
+template <class D>
+concept HasSetStart = requires(D& d, int64_t batch) {
+  d.set_start(batch);
+};
 
 }  // namespace trainkit

@@ -1,12 +1,12 @@
 #pragma once
-// Data: the loader, samplers, datasets (in-memory, torch::data, MNIST, CIFAR,
-// the demo glyphs) and batched transforms.
+// Data: the loader, samplers, datasets (in-memory, torch::data, MNIST,
+// CIFAR) and batched transforms. Opt-in: trainkit.hpp has only the
+// in-memory batches.
 #include "trainkit/data/batch.hpp"
 #include "trainkit/data/batch_view.hpp"
 #include "trainkit/data/cifar.hpp"
 #include "trainkit/data/distributed_sampler.hpp"
 #include "trainkit/data/files.hpp"
-#include "trainkit/data/glyphs.hpp"
 #include "trainkit/data/loader.hpp"
 #include "trainkit/data/mnist.hpp"
 #include "trainkit/data/random_sampler.hpp"

@@ -11,12 +11,16 @@
 #include <functional>
 #include <map>
 #include <optional>
-#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "trainkit/error.hpp"
+
 namespace trainkit {
+
+template <class, class, class, class, class, class>
+class Trainer;
 
 class TrainState {
  public:
@@ -47,16 +51,18 @@ class TrainState {
   torch::nn::Module& model() { return *model_; }
 
   /// Loss of the last micro-batch (reads the device).
-  double loss() const { return loss_tensor.defined() ? loss_tensor.item<double>() : 0.0; }
+  double loss() const { return loss_tensor_.defined() ? loss_tensor_.item<double>() : 0.0; }
   /// Total gradient norm before clipping, when the clip policy reports it.
   std::optional<double> grad_norm() const {
-    if (!grad_norm_tensor.defined()) return std::nullopt;
-    return grad_norm_tensor.item<double>();
+    if (!grad_norm_tensor_.defined()) return std::nullopt;
+    return grad_norm_tensor_.item<double>();
   }
+  /// Whether the precision policy scales the loss (fp16), known without a device read.
+  bool has_loss_scale() const { return loss_scale_tensor_.defined(); }
   /// The fp16 loss scale, when there is one.
   std::optional<double> loss_scale() const {
-    if (!loss_scale_tensor.defined()) return std::nullopt;
-    return loss_scale_tensor.item<double>();
+    if (!loss_scale_tensor_.defined()) return std::nullopt;
+    return loss_scale_tensor_.item<double>();
   }
   /// True on steps where reading device values is allowed (every log_every).
   bool should_log() const { return log_every > 0 && step % log_every == 0; }
@@ -69,9 +75,9 @@ class TrainState {
     if (logged_step_ != step) {
       std::vector<const char*> names;
       std::vector<at::Tensor> values;
-      for (const auto& [name, t] : {std::pair<const char*, const at::Tensor&>{"loss", loss_tensor},
-                                    {"grad_norm", grad_norm_tensor},
-                                    {"loss_scale", loss_scale_tensor}}) {
+      for (const auto& [name, t] : {std::pair<const char*, const at::Tensor&>{"loss", loss_tensor_},
+                                    {"grad_norm", grad_norm_tensor_},
+                                    {"loss_scale", loss_scale_tensor_}}) {
         if (!t.defined()) continue;
         names.push_back(name);
         values.push_back(t.detach().reshape({}).to(at::kDouble));
@@ -110,21 +116,28 @@ class TrainState {
   const std::string& skip_reason() const { return skip_reason_; }
   void clear_skip() { skip_ = false; }
   const std::string& stop_reason() const { return stop_reason_; }
-  bool is_main_process() const { return main_process; }
+  bool is_main_process() const { return main_process_; }
 
   /// Writes the whole training state to `path` (atomically), from a hook.
   /// Resuming from it continues exactly where this point of the run is.
   void save_checkpoint(const std::filesystem::path& path) const {
-    if (!checkpoint_writer) throw std::logic_error("trainkit: no trainer to checkpoint");
-    checkpoint_writer(path);
+    if (!checkpoint_writer_) {
+      throw Error("trainkit: TrainState::save_checkpoint(\"" + path.string() +
+                  "\") needs a state that Trainer::fit made; this one has no trainer");
+    }
+    checkpoint_writer_(path);
   }
-  std::function<void(const std::filesystem::path&)> checkpoint_writer;
-
-  // Device values behind loss(), grad_norm() and loss_scale(); set by the trainer.
-  at::Tensor loss_tensor, grad_norm_tensor, loss_scale_tensor;
-  bool main_process = true;
 
  private:
+  template <class, class, class, class, class, class>
+  friend class Trainer;
+
+  // Set by the trainer: the device values behind loss(), grad_norm() and
+  // loss_scale(), whether this is the main process, the checkpoint writer.
+  at::Tensor loss_tensor_, grad_norm_tensor_, loss_scale_tensor_;
+  bool main_process_ = true;
+  std::function<void(const std::filesystem::path&)> checkpoint_writer_;
+
   torch::nn::Module* model_;
   bool stop_ = false;
   std::string stop_reason_;

@@ -122,28 +122,30 @@ class Trainer {
                          signature() + "/" + std::to_string(accumulate_.steps()));
   }
 
-  /// Trains for `options.epochs` over `train_data` (any range of data::Batch;
-  /// `set_epoch(int64_t)` and `size()` are used when present). An lvalue
+  /// Trains for `options.epochs` over `train_data` (TrainingData: any range
+  /// of data::Batch; its optional members are used when present). An lvalue
   /// callback is used in place (it sees every hook); an rvalue one is moved in.
   template <class TaskT, class TrainData, class... Callbacks>
   FitResult fit(TaskT&& task, TrainData&& train_data, const FitOptions& options = {},
                 Callbacks&&... callbacks) {
+    using Data = std::remove_reference_t<TrainData>;
     static_assert(detail::check_task<std::remove_cvref_t<TaskT>>());
+    static_assert(detail::check_training_data<Data>());
     static_assert((detail::check_callback<detail::callback_t<Callbacks>>() && ...));
     static_assert((detail::check_callback_mutable<Callbacks>() && ...));
     detail::require_option(options.epochs >= 1, "fit.epochs", options.epochs, "a number >= 1");
     detail::require_option(options.log_every >= 1, "fit.log_every", options.log_every,
                            "a number >= 1");
-    const int64_t n = accumulate_.steps();
+    const int64_t n = kFixedSteps > 0 ? kFixedSteps : accumulate_.steps();
 
     TrainState state(model_.module());
     state.epochs = options.epochs;
     state.log_every = options.log_every;
-    state.main_process = parallel_.is_main();
-    if constexpr (requires { train_data.set_shard(int64_t{}, int64_t{}); }) {
+    state.main_process_ = parallel_.is_main();
+    if constexpr (HasSetShard<Data>) {
       train_data.set_shard(parallel_.rank(), parallel_.world_size());  // a sampler's shard
     }
-    if constexpr (requires { train_data.size(); }) {
+    if constexpr (HasSize<Data>) {
       state.batches_per_epoch = static_cast<int64_t>(train_data.size());
       state.steps_per_epoch = (state.batches_per_epoch + n - 1) / n;
       state.total_steps = state.steps_per_epoch * options.epochs;
@@ -160,7 +162,7 @@ class Trainer {
     detail::CallbackSet<Callbacks...> hooks(std::forward<Callbacks>(callbacks)...);
     epoch_done_ = false;
     // Every rank calls this at the same point; rank 0 writes once all are there.
-    state.checkpoint_writer = [&](const std::filesystem::path& path) {
+    state.checkpoint_writer_ = [&](const std::filesystem::path& path) {
       const auto codec = io::checkpoint_codec("TrainState::save_checkpoint", path.string());
       coordinator().write_once(
           "checkpoint " + path.string(),
@@ -191,8 +193,8 @@ class Trainer {
         state.batch = skip;
         state.metrics.clear();
         epoch_done_ = false;
-        if constexpr (requires { train_data.set_epoch(epoch); }) train_data.set_epoch(epoch);
-        if constexpr (requires { train_data.set_start(skip); }) {
+        if constexpr (HasSetEpoch<Data>) train_data.set_epoch(epoch);
+        if constexpr (HasSetStart<Data>) {
           if (skip > 0) train_data.set_start(skip);
         }
         hooks.template dispatch<OnEpochBegin>(state);
@@ -201,7 +203,7 @@ class Trainer {
         int64_t k = 0;        // micro-batches in the open window
         int64_t skipped = 0;  // data without set_start: skip by reading
         for (auto&& batch : train_data) {
-          if constexpr (!requires { train_data.set_start(skip); }) {
+          if constexpr (!HasSetStart<Data>) {
             if (skipped++ < skip) continue;
           }
           micro_batch(task, batch, /*last=*/k + 1 == n, n, state);
@@ -272,10 +274,20 @@ class Trainer {
   Optimizer& optimizer() { return optimizer_; }
   Scheduler& scheduler() { return scheduler_; }
   Precision& precision() { return precision_; }
-  Clip& clipper() { return clip_; }
+  Clip& clip() { return clip_; }
   Parallel& parallel() { return parallel_; }
 
  private:
+  /// Micro-batches per step when the Accumulate policy fixes them at compile
+  /// time (accumulate::None, Every<N>), else 0.
+  static constexpr int64_t kFixedSteps = [] {
+    if constexpr (requires { std::integral_constant<int64_t, Accumulate::steps()>{}; }) {
+      return int64_t{Accumulate::steps()};
+    } else {
+      return int64_t{0};
+    }
+  }();
+
   /// A policy's name in checkpoints and reports: the stable name it
   /// declares, else (and in checkpoints written before stable names) its
   /// C++ type as the compiler spells it.
@@ -407,9 +419,13 @@ class Trainer {
         [[maybe_unused]] auto autocast = precision_.autocast();
         out = task.step(model_, batch);
       }
-      precision_.backward(n == 1 ? out.loss : out.loss / static_cast<double>(n));
+      if constexpr (kFixedSteps == 1) {
+        precision_.backward(out.loss);
+      } else {
+        precision_.backward(n == 1 ? out.loss : out.loss / static_cast<double>(n));
+      }
       epoch_loss_.add(out.loss);
-      state.loss_tensor = out.loss;  // held until the next micro-batch
+      state.loss_tensor_ = out.loss;  // held until the next micro-batch
       state.samples_seen += out.batch_size;
     };
     if (last) {
@@ -427,8 +443,8 @@ class Trainer {
     if (seen != n) flat_.scale_grad(static_cast<double>(n) / static_cast<double>(seen));
     precision_.unscale(flat_);
     clip_.clip(flat_);
-    if constexpr (HasLastNorm<Clip>) state.grad_norm_tensor = clip_.last_norm();
-    if constexpr (HasLossScale<Precision>) state.loss_scale_tensor = precision_.loss_scale();
+    if constexpr (HasLastNorm<Clip>) state.grad_norm_tensor_ = clip_.last_norm();
+    if constexpr (HasLossScale<Precision>) state.loss_scale_tensor_ = precision_.loss_scale();
     hooks.template dispatch<OnBeforeStep>(state);
     if constexpr (Hooks::template defines<OnBeforeStep>) coordinator().agree_on_skip(state);
     if (!state.step_skipped()) {

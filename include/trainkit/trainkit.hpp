@@ -1,11 +1,12 @@
 #pragma once
 // trainkit: training-loop building blocks over LibTorch. This umbrella is
-// the core: the Trainer, every policy, the tasks, the data pipeline and the
-// callbacks that need no file format. Opt in to the rest, which compiles a
-// JSON library or more: trainkit/callbacks.hpp (all callbacks, or one of
-// ModelCheckpoint, JsonLines, TensorBoard, RunReport, Profiler),
-// trainkit/io.hpp (checkpoint files, safetensors) and the parallel/ headers.
-// concepts.hpp is the contract to read first.
+// the core: the Trainer, every policy, the tasks, in-memory batches and the
+// basic callbacks. Opt in to the rest, so a file that only trains does not
+// compile it: trainkit/data.hpp (the loader, samplers, file readers,
+// transforms), trainkit/callbacks.hpp (all callbacks: observability such as
+// JsonLines, TensorBoard, RunReport, Profiler; ModelCheckpoint;
+// ProgressiveResize), trainkit/io.hpp (checkpoint files, safetensors) and
+// the parallel/ headers. concepts.hpp is the contract to read first.
 #if __cplusplus < 202002L
 #error "trainkit needs C++20 (-std=c++20)"
 #endif
@@ -16,11 +17,13 @@
 #include "trainkit/callbacks/lr_monitor.hpp"
 #include "trainkit/callbacks/nan_guard.hpp"
 #include "trainkit/callbacks/progress_bar.hpp"
-#include "trainkit/callbacks/progressive_resize.hpp"
 #include "trainkit/callbacks/throughput.hpp"
 #include "trainkit/clip.hpp"
 #include "trainkit/concepts.hpp"
-#include "trainkit/data.hpp"
+#include "trainkit/data/batch.hpp"
+#include "trainkit/data/batch_view.hpp"
+#include "trainkit/data/seed.hpp"
+#include "trainkit/data/tensor_dataset.hpp"
 #include "trainkit/detail/compat.hpp"  // also rejects LibTorch < 1.13
 #include "trainkit/error.hpp"
 #include "trainkit/optim.hpp"
@@ -32,4 +35,5 @@
 #include "trainkit/state.hpp"
 #include "trainkit/task.hpp"
 #include "trainkit/trainer.hpp"
+#include "trainkit/trainer_with.hpp"
 #include "trainkit/version.hpp"

@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include <trainkit/callbacks/early_stopping.hpp>
+#include <trainkit/data.hpp>
 #include <trainkit/trainkit.hpp>
 
 namespace tk_compat {

@@ -5,6 +5,7 @@
 // use MASTER_PORT, MASTER_PORT + 1, ...
 #include <torch/torch.h>
 
+#include <trainkit/data.hpp>
 #include <trainkit/io/checkpoint.hpp>
 #include <trainkit/parallel/ddp.hpp>
 #include <trainkit/parallel/zero_sharded.hpp>

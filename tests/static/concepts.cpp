@@ -24,6 +24,9 @@ static_assert(ClipPolicy<clip::None> && ClipPolicy<clip::Norm> && ClipPolicy<cli
 static_assert(HasLastNorm<clip::Norm> && !HasLastNorm<clip::Value>);
 static_assert(ParallelPolicy<parallel::Single>);
 static_assert(Task<task::Classification> && Task<task::Regression>);
+// the training-data protocol: ranges of batches, with optional members
+static_assert(TrainingData<std::vector<data::Batch>> && TrainingData<data::TensorBatches> &&
+              HasSize<data::TensorBatches> && !TrainingData<std::vector<int>>);
 static_assert(TrainerCallback<callbacks::EarlyStopping> &&
               TrainerCallback<callbacks::ProgressBar> && TrainerCallback<callbacks::CsvLogger>);
 
@@ -34,13 +37,15 @@ struct NoStep {
   double lr() const { return 0; }
   void set_lr(double) {}
 };
-static_assert(!OptimizerPolicy<NoStep> && !HasStep<NoStep> && HasLr<NoStep>);
+static_assert(!OptimizerPolicy<NoStep> && !trainkit::detail::HasStep<NoStep> &&
+              trainkit::detail::HasLr<NoStep>);
 
 struct NoOptions {
   explicit NoOptions(int) {}
   double lr_at(int64_t) const { return 0; }
 };
-static_assert(!SchedulerPolicy<NoOptions> && !HasOptions<NoOptions> && HasLrAt<NoOptions>);
+static_assert(!SchedulerPolicy<NoOptions> && !trainkit::detail::HasOptions<NoOptions> &&
+              trainkit::detail::HasLrAt<NoOptions>);
 
 struct GoodHook {
   void on_step_end(TrainState&) {}
@@ -63,11 +68,11 @@ struct Unrelated {
 };
 static_assert(TrainerCallback<GoodHook> && TrainerCallback<ConstStateHook>);
 // named like a hook but not callable as one: detected, then rejected
-static_assert(NamesOnStepEnd<WrongArity> && !HasOnStepEnd<WrongArity> &&
-              !TrainerCallback<WrongArity>);
-static_assert(NamesOnFitEnd<TemplateHook> && !TrainerCallback<TemplateHook>);
-static_assert(NamesOnEpochBegin<DataMember> && !TrainerCallback<DataMember>);
-static_assert(!NamesAnyHook<Unrelated> && !TrainerCallback<Unrelated>);
+static_assert(trainkit::detail::NamesOnStepEnd<WrongArity> &&
+              !trainkit::detail::HasOnStepEnd<WrongArity> && !TrainerCallback<WrongArity>);
+static_assert(trainkit::detail::NamesOnFitEnd<TemplateHook> && !TrainerCallback<TemplateHook>);
+static_assert(trainkit::detail::NamesOnEpochBegin<DataMember> && !TrainerCallback<DataMember>);
+static_assert(!trainkit::detail::NamesAnyHook<Unrelated> && !TrainerCallback<Unrelated>);
 }  // namespace near_misses
 
 // Every hook of the one list, both ways: a callback with only that hook is
@@ -93,3 +98,12 @@ struct AllGood {
 TRAINKIT_FOR_EACH_HOOK(TRAINKIT_CHECK_HOOK)
 #undef TRAINKIT_CHECK_HOOK
 }  // namespace every_hook
+
+// TrainerWith: each policy in its family's place, defaults elsewhere.
+static_assert(std::is_same_v<TrainerWith<clip::Norm>,
+                             Trainer<optim::AdamW, sched::Constant, precision::Fp32,
+                                     accumulate::None, clip::Norm, parallel::Single>>);
+static_assert(
+    std::is_same_v<TrainerWith<sched::OneCycle, optim::SGD, accumulate::Every<4>>,
+                   Trainer<optim::SGD, sched::OneCycle, precision::Fp32, accumulate::Every<4>>>);
+static_assert(std::is_same_v<TrainerWith<>, Trainer<>>);

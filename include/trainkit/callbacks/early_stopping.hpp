@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "trainkit/callbacks/monitor.hpp"
 #include "trainkit/error.hpp"
 #include "trainkit/state.hpp"
 #include "trainkit/state_dict.hpp"
@@ -19,7 +20,7 @@ namespace trainkit::callbacks {
 
 class EarlyStopping {
  public:
-  enum class Mode { Auto, Min, Max };
+  using Mode = MonitorMode;
   struct Options {
     std::string monitor = "val_loss";
     Mode mode = Mode::Auto;  ///< Auto: Max for names containing "acc", else Min
@@ -34,27 +35,10 @@ class EarlyStopping {
                            "a metric name such as \"val_loss\"");
     detail::require_option(options_.patience >= 0, "early_stopping.patience", options_.patience,
                            "a number of epochs >= 0");
-    detail::require_option(options_.min_delta >= 0.0, "early_stopping.min_delta",
-                           options_.min_delta, "a number >= 0");
-    maximize_ = options_.mode == Mode::Max ||
-                (options_.mode == Mode::Auto && options_.monitor.find("acc") != std::string::npos);
-    best_ = maximize_ ? -std::numeric_limits<double>::infinity()
-                      : std::numeric_limits<double>::infinity();
   }
 
   void on_epoch_end(TrainState& state) {
-    const auto it = state.metrics.find(options_.monitor);
-    if (it == state.metrics.end()) {
-      std::ostringstream available;
-      for (const auto& [name, value] : state.metrics) available << ' ' << name;
-      detail::throw_option_error("early_stopping.monitor", options_.monitor,
-                                 "a metric logged at epoch end:" + available.str());
-    }
-    const double value = it->second;
-    const bool improved =
-        maximize_ ? value > best_ + options_.min_delta : value < best_ - options_.min_delta;
-    if (improved) {
-      best_ = value;
+    if (monitor_.improve(monitor_.value(state))) {
       best_epoch_ = state.epoch;
       wait_ = 0;
       if (options_.restore_best_weights) snapshot(state.model());
@@ -70,7 +54,7 @@ class EarlyStopping {
 
   StateDict state_dict() const {
     StateDict d;
-    d.values = {{"best", best_}, {"best_epoch", best_epoch_}, {"wait", wait_}};
+    d.values = {{"best", monitor_.best()}, {"best_epoch", best_epoch_}, {"wait", wait_}};
     for (size_t i = 0; i < best_weights_.size(); ++i) {
       d.tensors["best." + std::to_string(i)] = best_weights_[i];
     }
@@ -84,13 +68,13 @@ class EarlyStopping {
     const auto best = d.value<double>("best");
     const auto best_epoch = d.value<int64_t>("best_epoch");
     const auto wait = d.value<int64_t>("wait");
-    best_ = best;
+    monitor_.set_best(best);
     best_epoch_ = best_epoch;
     wait_ = wait;
     best_weights_ = std::move(weights);
   }
 
-  double best() const { return best_; }
+  double best() const { return monitor_.best(); }
   int64_t best_epoch() const { return best_epoch_; }
   int64_t wait() const { return wait_; }
 
@@ -117,8 +101,7 @@ class EarlyStopping {
   }
 
   Options options_;
-  bool maximize_ = false;
-  double best_;
+  Monitor monitor_{"early_stopping", options_.monitor, options_.mode, options_.min_delta};
   int64_t best_epoch_ = -1;
   int64_t wait_ = 0;
   std::vector<at::Tensor> best_weights_;

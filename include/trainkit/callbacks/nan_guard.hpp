@@ -27,7 +27,7 @@ class NanGuard {
     const double loss = state.loss();
     if (!std::isfinite(loss)) {
       what = "non-finite loss (" + std::to_string(loss) + ")";
-    } else if (!state.loss_scale_tensor.defined()) {
+    } else if (!state.has_loss_scale()) {
       if (const auto norm = state.grad_norm(); norm && !std::isfinite(*norm)) {
         what = "non-finite gradient norm (" + std::to_string(*norm) + ")";
       }

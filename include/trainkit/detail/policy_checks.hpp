@@ -162,6 +162,14 @@ constexpr bool check_parallel() {
   return true;
 }
 
+template <class D>
+constexpr bool check_training_data() {
+  static_assert(TrainingData<D>,
+                "fit's training data must be a range of trainkit::data::Batch (begin() and end(), "
+                "elements convertible to `const trainkit::data::Batch&`); see docs/data.md");
+  return true;
+}
+
 template <class T>
 constexpr bool check_task() {
   static_assert(Task<T>,

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "trainkit/error.hpp"
+#include "trainkit/io/checkpoint_folder.hpp"
 #include "trainkit/state_dict.hpp"
 
 namespace trainkit::io {
@@ -28,22 +29,9 @@ inline CheckpointCodec& checkpoint_codec() {
 }
 }  // namespace detail
 
-/// `path` itself, or for a folder its latest checkpoint: `last.ckpt` when
-/// present, else the greatest `step-*.ckpt`.
+/// `path` itself, or for a folder its latest checkpoint (checkpoint_folder::latest).
 inline std::filesystem::path resolve_checkpoint(const std::filesystem::path& path) {
-  if (!std::filesystem::is_directory(path)) return path;
-  if (std::filesystem::exists(path / "last.ckpt")) return path / "last.ckpt";
-  std::filesystem::path best;
-  for (const auto& e : std::filesystem::directory_iterator(path)) {
-    const auto name = e.path().filename().string();
-    if (name.rfind("step-", 0) == 0 && e.path().extension() == ".ckpt" &&
-        (best.empty() || name > best.filename().string())) {
-      best = e.path();
-    }
-  }
-  if (best.empty())
-    throw Error("trainkit: no checkpoint (last.ckpt or step-*.ckpt) in " + path.string());
-  return best;
+  return std::filesystem::is_directory(path) ? checkpoint_folder::latest(path) : path;
 }
 
 /// The registered codec (two pointers, returned by value); `option` and

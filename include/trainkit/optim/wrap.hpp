@@ -12,9 +12,7 @@
 #include "trainkit/params.hpp"
 #include "trainkit/state_dict.hpp"
 
-namespace trainkit::optim {
-
-namespace detail {
+namespace trainkit::detail {
 template <class O>
 struct torch_options;
 template <>
@@ -37,7 +35,9 @@ template <>
 struct torch_options<torch::optim::RMSprop> {
   using type = torch::optim::RMSpropOptions;
 };
-}  // namespace detail
+}  // namespace trainkit::detail
+
+namespace trainkit::optim {
 
 /// `TorchOptions` is found for LibTorch's own optimizers; name it for others
 /// (`Wrap<MyTorchOptimizer, MyTorchOptimizerOptions>`).

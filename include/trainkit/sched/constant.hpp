@@ -14,10 +14,9 @@ class Constant {
   };
   Constant() : Constant(Options{}) {}
   explicit Constant(const Options& o) : options_(o) {
-    trainkit::detail::require_option(o.factor >= 0.0 && o.factor <= 1.0, "sched.factor", o.factor,
-                                     "0 <= factor <= 1");
-    trainkit::detail::require_option(o.total_iters >= 0, "sched.total_iters", o.total_iters,
-                                     "a number >= 0");
+    detail::require_option(o.factor >= 0.0 && o.factor <= 1.0, "sched.factor", o.factor,
+                           "0 <= factor <= 1");
+    detail::require_option(o.total_iters >= 0, "sched.total_iters", o.total_iters, "a number >= 0");
   }
   void start(const ScheduleContext& ctx) { base_ = ctx.base_lr; }
   double lr_at(int64_t step) const {

@@ -18,9 +18,9 @@ class Cosine {
   };
   Cosine() : Cosine(Options{}) {}
   explicit Cosine(const Options& o) : options_(o) {
-    trainkit::detail::require_option(o.t_max >= 0, "sched.t_max", o.t_max,
-                                     "a number of steps > 0, or 0 for the whole run");
-    trainkit::detail::require_option(o.eta_min >= 0.0, "sched.eta_min", o.eta_min, "a number >= 0");
+    detail::require_option(o.t_max >= 0, "sched.t_max", o.t_max,
+                           "a number of steps > 0, or 0 for the whole run");
+    detail::require_option(o.eta_min >= 0.0, "sched.eta_min", o.eta_min, "a number >= 0");
   }
   void start(const ScheduleContext& ctx) {
     base_ = ctx.base_lr;

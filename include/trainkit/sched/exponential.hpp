@@ -14,7 +14,7 @@ class Exponential {
   };
   Exponential() : Exponential(Options{}) {}
   explicit Exponential(const Options& o) : options_(o) {
-    trainkit::detail::require_option(o.gamma > 0.0, "sched.gamma", o.gamma, "a number > 0");
+    detail::require_option(o.gamma > 0.0, "sched.gamma", o.gamma, "a number > 0");
   }
   void start(const ScheduleContext& ctx) { base_ = ctx.base_lr; }
   double lr_at(int64_t step) const { return base_ * std::pow(options_.gamma, double(step)); }

@@ -18,12 +18,12 @@ class Linear {
   };
   Linear() : Linear(Options{}) {}
   explicit Linear(const Options& o) : options_(o) {
-    trainkit::detail::require_option(o.start_factor > 0.0 && o.start_factor <= 1.0,
-                                     "sched.start_factor", o.start_factor, "0 < start_factor <= 1");
-    trainkit::detail::require_option(o.end_factor >= 0.0 && o.end_factor <= 1.0, "sched.end_factor",
-                                     o.end_factor, "0 <= end_factor <= 1");
-    trainkit::detail::require_option(o.total_iters >= 0, "sched.total_iters", o.total_iters,
-                                     "a number of steps > 0, or 0 for the whole run");
+    detail::require_option(o.start_factor > 0.0 && o.start_factor <= 1.0, "sched.start_factor",
+                           o.start_factor, "0 < start_factor <= 1");
+    detail::require_option(o.end_factor >= 0.0 && o.end_factor <= 1.0, "sched.end_factor",
+                           o.end_factor, "0 <= end_factor <= 1");
+    detail::require_option(o.total_iters >= 0, "sched.total_iters", o.total_iters,
+                           "a number of steps > 0, or 0 for the whole run");
   }
   void start(const ScheduleContext& ctx) {
     base_ = ctx.base_lr;

@@ -20,10 +20,9 @@ class MultiStep {
   explicit MultiStep(Options o) : options_(std::move(o)) {
     std::sort(options_.milestones.begin(), options_.milestones.end());
     for (int64_t m : options_.milestones) {
-      trainkit::detail::require_option(m > 0, "sched.milestones", m, "step numbers > 0");
+      detail::require_option(m > 0, "sched.milestones", m, "step numbers > 0");
     }
-    trainkit::detail::require_option(options_.gamma > 0.0, "sched.gamma", options_.gamma,
-                                     "a number > 0");
+    detail::require_option(options_.gamma > 0.0, "sched.gamma", options_.gamma, "a number > 0");
   }
   void start(const ScheduleContext& ctx) { base_ = ctx.base_lr; }
   double lr_at(int64_t step) const {

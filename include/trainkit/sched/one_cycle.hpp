@@ -31,7 +31,7 @@ class OneCycle {
 
   OneCycle() : OneCycle(Options{}) {}
   explicit OneCycle(const Options& o) : options_(o) {
-    using trainkit::detail::require_option;
+    using detail::require_option;
     require_option(o.max_lr >= 0.0, "sched.max_lr", o.max_lr, "a number > 0, or 0 for optim.lr");
     require_option(o.pct_start > 0.0 && o.pct_start < 1.0, "sched.pct_start", o.pct_start,
                    "0 < pct_start < 1");

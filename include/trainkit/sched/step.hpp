@@ -16,9 +16,9 @@ class Step {
   };
   Step() : Step(Options{}) {}
   explicit Step(const Options& o) : options_(o) {
-    trainkit::detail::require_option(o.step_size > 0, "sched.step_size", o.step_size,
-                                     "a number of steps > 0");
-    trainkit::detail::require_option(o.gamma > 0.0, "sched.gamma", o.gamma, "a number > 0");
+    detail::require_option(o.step_size > 0, "sched.step_size", o.step_size,
+                           "a number of steps > 0");
+    detail::require_option(o.gamma > 0.0, "sched.gamma", o.gamma, "a number > 0");
   }
   void start(const ScheduleContext& ctx) { base_ = ctx.base_lr; }
   double lr_at(int64_t step) const {

@@ -20,17 +20,17 @@ class WarmupCosine {
   };
   WarmupCosine() : WarmupCosine(Options{}) {}
   explicit WarmupCosine(const Options& o) : options_(o) {
-    trainkit::detail::require_option(o.warmup_steps >= 0, "sched.warmup_steps", o.warmup_steps,
-                                     "a number >= 0");
-    trainkit::detail::require_option(o.start_factor > 0.0 && o.start_factor <= 1.0,
-                                     "sched.start_factor", o.start_factor, "0 < start_factor <= 1");
-    trainkit::detail::require_option(o.eta_min >= 0.0, "sched.eta_min", o.eta_min, "a number >= 0");
+    detail::require_option(o.warmup_steps >= 0, "sched.warmup_steps", o.warmup_steps,
+                           "a number >= 0");
+    detail::require_option(o.start_factor > 0.0 && o.start_factor <= 1.0, "sched.start_factor",
+                           o.start_factor, "0 < start_factor <= 1");
+    detail::require_option(o.eta_min >= 0.0, "sched.eta_min", o.eta_min, "a number >= 0");
   }
   void start(const ScheduleContext& ctx) {
     base_ = ctx.base_lr;
     total_ = detail::resolve_length(options_.total_steps, ctx, "sched.total_steps");
-    trainkit::detail::require_option(options_.warmup_steps < total_, "sched.warmup_steps",
-                                     options_.warmup_steps, "fewer steps than sched.total_steps");
+    detail::require_option(options_.warmup_steps < total_, "sched.warmup_steps",
+                           options_.warmup_steps, "fewer steps than sched.total_steps");
   }
   double lr_at(int64_t step) const {
     const int64_t w = options_.warmup_steps;

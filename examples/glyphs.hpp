@@ -1,10 +1,9 @@
 #pragma once
-// The built-in demo dataset: 10 classes of 28x28 digit-like glyphs, drawn as
-// anti-aliased strokes under a random affine map (rotation, scale, shear,
-// shift), random stroke width and intensity, jittered vertices, a stray
-// stroke, and Gaussian noise. Deterministic for a seed on every platform
-// (own PRNG, one stream per sample), hard enough that a linear model trails a
-// small CNN clearly.
+// The examples' built-in dataset (not part of the library): 10 classes of 28x28 digit-like glyphs,
+// drawn as anti-aliased strokes under a random affine map (rotation, scale, shear, shift), random
+// stroke width and intensity, jittered vertices, a stray stroke, and Gaussian noise. Deterministic
+// for a seed on every platform (own PRNG, one stream per sample), hard enough that a linear model
+// trails a small CNN clearly.
 #include <ATen/Parallel.h>
 #include <torch/types.h>
 
@@ -15,9 +14,9 @@
 #include <numbers>
 #include <vector>
 
-#include "trainkit/data/tensor_dataset.hpp"
+#include <trainkit/data/tensor_dataset.hpp>
 
-namespace trainkit::data {
+namespace examples {
 
 namespace detail {
 
@@ -145,7 +144,7 @@ inline void draw_glyph(float* image, int label, uint64_t sample_seed) {
 
 /// `n` glyph images [n, 1, 28, 28] (roughly zero mean, unit variance) with
 /// labels [n] (int64, balanced); sample i depends only on (seed, i).
-inline TensorDataset make_glyphs(int64_t n, uint64_t seed = 0) {
+inline trainkit::data::TensorDataset make_glyphs(int64_t n, uint64_t seed = 0) {
   auto images = at::empty({n, 1, 28, 28}, at::kFloat);
   auto labels = at::empty({n}, at::kLong);
   float* img = images.data_ptr<float>();
@@ -162,4 +161,4 @@ inline TensorDataset make_glyphs(int64_t n, uint64_t seed = 0) {
   return {images, labels};
 }
 
-}  // namespace trainkit::data
+}  // namespace examples
