@@ -24,7 +24,7 @@ using DemoTrainer = Trainer<optim::AdamW, sched::OneCycle>;
 
 template <class... Callbacks>
 double steps_per_second(const data::TensorBatches& batches, int64_t log_every,
-                        Callbacks... callbacks) {
+                        Callbacks&... callbacks) {
   torch::manual_seed(0);
   DemoTrainer trainer(SmallCnn(), {.optim = {.lr = 3e-3}, .sched = {.max_lr = 3e-3}});
   const auto start = std::chrono::steady_clock::now();
@@ -51,8 +51,9 @@ int main() {
                            callbacks::JsonLines({.path = dir / "log.jsonl"}));
   };
   auto with_loggers = [&](int64_t log_every) {
-    return std::apply([&](auto... cb) { return steps_per_second(batches, log_every, cb...); },
-                      loggers());
+    auto fresh = loggers();
+    return std::apply([&](auto&... cb) { return steps_per_second(batches, log_every, cb...); },
+                      fresh);
   };
   steps_per_second(batches, 10);  // warm up
   std::vector<double> none, every_step, every_10;

@@ -329,13 +329,13 @@ namespace renamed {
 namespace v1 {
 struct Clip : clip::Norm {
   using clip::Norm::Norm;
-  static constexpr const char* stable_name() { return "example::Clip"; }
+  static constexpr const char* stable_name(std::type_identity<Clip>) { return "example::Clip"; }
 };
 }  // namespace v1
 namespace v2 {
 struct Clip : clip::Norm {
   using clip::Norm::Norm;
-  static constexpr const char* stable_name() { return "example::Clip"; }
+  static constexpr const char* stable_name(std::type_identity<Clip>) { return "example::Clip"; }
 };
 }  // namespace v2
 }  // namespace renamed

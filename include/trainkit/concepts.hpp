@@ -36,12 +36,14 @@ concept HasStateDict = requires(const T& c, T& m, const StateDict& d) {
   { c.state_dict() } -> std::same_as<StateDict>;
   m.load_state_dict(d);
 };
-/// Optional for every policy: the name checkpoints record it by (for
-/// example "trainkit::optim::AdamW"). It stays when the type is renamed or
-/// moved, so checkpoints keep loading; without one, the C++ type name is used.
+/// Optional for every policy: the name checkpoints record it by,
+///   static constexpr const char* stable_name(std::type_identity<MyClip>) { return "my::Clip"; }
+/// It stays when the type is renamed or moved, so checkpoints keep loading;
+/// without one, the C++ type name is used. The parameter names the type, so
+/// a policy derived from another does not inherit its name.
 template <class P>
 concept HasStableName = requires {
-  { P::stable_name() } -> std::convertible_to<std::string>;
+  { P::stable_name(std::type_identity<P>{}) } -> std::convertible_to<std::string>;
 };
 namespace detail {
 template <class P>

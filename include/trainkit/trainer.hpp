@@ -14,17 +14,15 @@
 
 #include <c10/util/Type.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
-#include <cstdlib>
 #include <filesystem>
 #include <map>
-#include <memory>
-#include <mutex>
 #include <optional>
 #include <sstream>
 #include <string>
-#include <typeinfo>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -294,7 +292,7 @@ class Trainer {
   template <class P, bool Legacy>
   static std::string name_of() {
     if constexpr (HasStableName<P> && !Legacy) {
-      return std::string(P::stable_name());
+      return std::string(P::stable_name(std::type_identity<P>{}));
     } else {
       return c10::demangle_type<P>();
     }
@@ -337,8 +335,7 @@ class Trainer {
     c["parameters"] = std::to_string(flat_.numel());
   }
 
-  /// The checkpoint's parts, in the order they load: the counters first,
-  /// so a checkpoint of other policies is rejected before anything changes.
+  /// The checkpoint's parts, in the order they load.
   template <class Hooks>
   detail::CheckpointParts checkpoint_parts(TrainState& state, Hooks& hooks) {
     detail::CheckpointParts parts;
@@ -372,11 +369,16 @@ class Trainer {
                 {"loss_sum", epoch_loss_.sum()}, {"loss_count", epoch_loss_.count()}};
     return d;
   }
-  void restore_counters(const StateDict& d, TrainState& state) {
-    const auto written_by = d.value<std::string>("signature");
+  /// Other policies wrote it: say so before anything else is checked.
+  static void check_signature(const io::Checkpoint& ckpt) {
+    const auto it = ckpt.parts.find("trainer");
+    if (it == ckpt.parts.end()) return;  // the parts list names what is missing
+    const auto written_by = it->second.value<std::string>("signature");
     if (written_by != signature() && written_by != legacy_signature()) {
       throw Error("trainkit: was written by " + written_by + ", not by this " + signature());
     }
+  }
+  void restore_counters(const StateDict& d, TrainState& state) {
     const bool done = d.value<bool>("epoch_done");
     const auto epoch = d.value<int64_t>("epoch"), batch = d.value<int64_t>("batch");
     const auto step = d.value<int64_t>("step"), samples = d.value<int64_t>("samples_seen");
@@ -394,6 +396,7 @@ class Trainer {
   void restore(const io::Checkpoint& ckpt, const std::string& file, TrainState& state,
                Hooks& hooks) {
     try {
+      check_signature(ckpt);
       checkpoint_parts(state, hooks).load(ckpt);
       state.resumed = true;
     } catch (const std::exception& e) {

@@ -161,38 +161,57 @@ struct SaveAt {
 // Global batch 24 on any world size: the samples of each step do not depend on W.
 constexpr int64_t kResumeSamples = 96, kGlobalBatch = 24;
 const tk::optim::AdamW::Options kResumeAdamW{.lr = 1e-2, .weight_decay = 0.01};
-using ZeroTrainer = T<tk::optim::AdamW, tk::accumulate::None, tk::parallel::ZeroSharded>;
+// SGD makes its momentum buffers at the first step: a resume must still shard them.
+const tk::optim::SGD::Options kResumeSGD{.lr = 1e-2, .momentum = 0.9};
+template <class Opt>
+using ZeroTrainer = T<Opt, tk::accumulate::None, tk::parallel::ZeroSharded>;
 
-void zero_save(const std::filesystem::path& dir) {
+template <class Opt>
+void zero_save(const std::filesystem::path& file, const typename Opt::Options& options,
+               const std::string& state) {
   auto model = make_model();
-  ZeroTrainer t(model, {.optim = kResumeAdamW, .parallel = ddp_options(0)});
+  ZeroTrainer<Opt> t(model, {.optim = options, .parallel = ddp_options(0)});
   auto data = make_loader(kResumeSamples, kGlobalBatch / world_env());
-  t.fit(tk::task::Regression{}, data, {.epochs = 3, .max_steps = 6}, SaveAt{6, dir / "zero.ckpt"});
-  const auto ckpt = tk::io::read_checkpoint(dir / "zero.ckpt");
-  const auto saved = ckpt.parts.at("optim").tensors.at("exp_avg.0").numel();
-  std::printf("rank %d: checkpoint at step 6 holds %lld optimizer elements of %lld\n", rank_env(),
-              (long long)saved, (long long)t.flat_params().numel());
+  t.fit(tk::task::Regression{}, data, {.epochs = 3, .max_steps = 6}, SaveAt{6, file});
+  const auto ckpt = tk::io::read_checkpoint(file);
+  const auto saved = ckpt.parts.at("optim").tensors.at(state).numel();
+  std::printf("rank %d: checkpoint at step 6 holds %lld %s elements of %lld\n", rank_env(),
+              (long long)saved, state.c_str(), (long long)t.flat_params().numel());
   check(saved == t.flat_params().numel(), "the checkpoint holds the full optimizer state");
 }
 
-void zero_resume(const std::filesystem::path& dir) {
+template <class Opt>
+void zero_resume(const std::filesystem::path& file, const typename Opt::Options& options) {
   auto model = make_model();
-  ZeroTrainer t(model, {.optim = kResumeAdamW, .parallel = ddp_options(0)});
+  ZeroTrainer<Opt> t(model, {.optim = options, .parallel = ddp_options(0)});
   auto data = make_loader(kResumeSamples, kGlobalBatch / world_env());
-  const auto r = t.fit(tk::task::Regression{}, data,
-                       {.epochs = 3, .max_steps = 12, .resume_from = dir / "zero.ckpt"});
+  const auto r =
+      t.fit(tk::task::Regression{}, data, {.epochs = 3, .max_steps = 12, .resume_from = file});
 
   auto single = make_model();
-  T<tk::optim::AdamW, tk::accumulate::None, tk::parallel::Single> ref(single,
-                                                                      {.optim = kResumeAdamW});
+  T<Opt, tk::accumulate::None, tk::parallel::Single> ref(single, {.optim = options});
   auto ref_data = make_loader(kResumeSamples, kGlobalBatch);
   ref.fit(tk::task::Regression{}, ref_data, {.epochs = 3, .max_steps = 12});
   const double err = max_rel_diff(*model, *single);
   std::printf(
-      "rank %d of %d: resumed at step 6, ran to %lld: max rel diff to one uninterrupted "
+      "rank %d of %d: %s resumed at step 6, ran to %lld: max rel diff to one uninterrupted "
       "process %.3g\n",
-      rank_env(), world_env(), (long long)r.steps, err);
+      rank_env(), world_env(), file.filename().c_str(), (long long)r.steps, err);
   check(r.steps == 12 && err < 1e-6, "a resumed ZeroSharded run continues the saved one");
+}
+
+// One process group per process: each optimizer is its own scenario.
+void zero_save(const std::filesystem::path& dir) {
+  zero_save<tk::optim::AdamW>(dir / "zero.ckpt", kResumeAdamW, "exp_avg.0");
+}
+void zero_resume(const std::filesystem::path& dir) {
+  zero_resume<tk::optim::AdamW>(dir / "zero.ckpt", kResumeAdamW);
+}
+void zero_save_sgd(const std::filesystem::path& dir) {
+  zero_save<tk::optim::SGD>(dir / "zero_sgd.ckpt", kResumeSGD, "momentum_buffer.0");
+}
+void zero_resume_sgd(const std::filesystem::path& dir) {
+  zero_resume<tk::optim::SGD>(dir / "zero_sgd.ckpt", kResumeSGD);
 }
 
 // A loss spike in one rank's data stops every rank at the same step.
@@ -327,6 +346,10 @@ int main(int argc, char** argv) {
       zero_save(dir);
     else if (scenario == "zero_resume")
       zero_resume(dir);
+    else if (scenario == "zero_save_sgd")
+      zero_save_sgd(dir);
+    else if (scenario == "zero_resume_sgd")
+      zero_resume_sgd(dir);
     else if (scenario == "early_stop")
       early_stop();
     else if (scenario == "killed_rank")

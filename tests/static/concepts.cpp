@@ -107,3 +107,11 @@ static_assert(
     std::is_same_v<TrainerWith<sched::OneCycle, optim::SGD, accumulate::Every<4>>,
                    Trainer<optim::SGD, sched::OneCycle, precision::Fp32, accumulate::Every<4>>>);
 static_assert(std::is_same_v<TrainerWith<>, Trainer<>>);
+
+// A stable name belongs to the type that declares it, not to types derived from it.
+namespace derived_policy {
+struct MyClip : clip::Norm {
+  using clip::Norm::Norm;
+};
+static_assert(HasStableName<clip::Norm> && !HasStableName<MyClip>);
+}  // namespace derived_policy

@@ -3,6 +3,7 @@
 // time (lets the trainer drop the loss division when N == 1).
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 namespace trainkit::accumulate {
 
@@ -11,7 +12,7 @@ struct Every {
   static_assert(N >= 1,
                 "accumulate::Every<N>: N is the number of micro-batches per step; "
                 "it must be >= 1");
-  static std::string stable_name() {
+  static std::string stable_name(std::type_identity<Every>) {
     return "trainkit::accumulate::Every<" + std::to_string(N) + ">";
   }
   struct Options {};

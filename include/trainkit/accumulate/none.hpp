@@ -1,11 +1,14 @@
 #pragma once
 // accumulate::None: one micro-batch per optimizer step.
 #include <cstdint>
+#include <type_traits>
 
 namespace trainkit::accumulate {
 
 struct None {
-  static constexpr const char* stable_name() { return "trainkit::accumulate::None"; }
+  static constexpr const char* stable_name(std::type_identity<None>) {
+    return "trainkit::accumulate::None";
+  }
   struct Options {};
   None() : None(Options{}) {}
   explicit None(const Options&) {}

@@ -1,6 +1,7 @@
 #pragma once
 // accumulate::Steps: N micro-batches per optimizer step, chosen at run time.
 #include <cstdint>
+#include <type_traits>
 
 #include "trainkit/error.hpp"
 
@@ -8,7 +9,9 @@ namespace trainkit::accumulate {
 
 class Steps {
  public:
-  static constexpr const char* stable_name() { return "trainkit::accumulate::Steps"; }
+  static constexpr const char* stable_name(std::type_identity<Steps>) {
+    return "trainkit::accumulate::Steps";
+  }
   struct Options {
     int64_t steps = 1;
   };

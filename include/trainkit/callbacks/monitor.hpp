@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <utility>
 
 #include "trainkit/error.hpp"
 #include "trainkit/state.hpp"

@@ -5,7 +5,9 @@
 namespace trainkit::clip {
 
 struct None {
-  static constexpr const char* stable_name() { return "trainkit::clip::None"; }
+  static constexpr const char* stable_name(std::type_identity<None>) {
+    return "trainkit::clip::None";
+  }
   struct Options {};
   None() : None(Options{}) {}
   explicit None(const Options&) {}

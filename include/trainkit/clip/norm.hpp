@@ -6,6 +6,7 @@
 // elements, where one plain float32 norm in LibTorch 1.13 is off by 7.6e-4).
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "trainkit/error.hpp"
@@ -36,7 +37,9 @@ inline at::Tensor total_grad_norm(FlatParams& params, double norm_type, int64_t 
 
 class Norm {
  public:
-  static constexpr const char* stable_name() { return "trainkit::clip::Norm"; }
+  static constexpr const char* stable_name(std::type_identity<Norm>) {
+    return "trainkit::clip::Norm";
+  }
   struct Options {
     double max_norm = 1.0;
     double norm_type = 2.0;

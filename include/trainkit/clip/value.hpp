@@ -2,6 +2,7 @@
 // clip::Value: clamp every gradient element to [-clip_value, clip_value]
 // (torch.nn.utils.clip_grad_value_), one clamp per flat buffer.
 #include <cmath>
+#include <type_traits>
 
 #include "trainkit/error.hpp"
 #include "trainkit/params.hpp"
@@ -10,7 +11,9 @@ namespace trainkit::clip {
 
 class Value {
  public:
-  static constexpr const char* stable_name() { return "trainkit::clip::Value"; }
+  static constexpr const char* stable_name(std::type_identity<Value>) {
+    return "trainkit::clip::Value";
+  }
   struct Options {
     double clip_value = 1.0;
   };

@@ -23,7 +23,7 @@ T& unwrap(std::reference_wrapper<T> t) {
 
 /// The callback type behind `C` (a value, a reference or a std::reference_wrapper).
 template <class C>
-using callback_t = std::remove_reference_t<std::unwrap_ref_decay_t<C>>;
+using callback_t = std::remove_cvref_t<std::unwrap_ref_decay_t<C>>;
 
 /// `Callbacks` as `fit` deduced them: `T&` for an lvalue, `T` for an rvalue.
 template <class... Callbacks>

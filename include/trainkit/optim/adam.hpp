@@ -16,7 +16,9 @@ struct AdamOptions {
 
 class Adam : public detail::AdamFamily<AdamOptions, /*decoupled=*/false> {
  public:
-  static constexpr const char* stable_name() { return "trainkit::optim::Adam"; }
+  static constexpr const char* stable_name(std::type_identity<Adam>) {
+    return "trainkit::optim::Adam";
+  }
   using Options = AdamOptions;
   using AdamFamily::AdamFamily;
 };

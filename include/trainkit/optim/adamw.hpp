@@ -16,7 +16,9 @@ struct AdamWOptions {
 
 class AdamW : public detail::AdamFamily<AdamWOptions, /*decoupled=*/true> {
  public:
-  static constexpr const char* stable_name() { return "trainkit::optim::AdamW"; }
+  static constexpr const char* stable_name(std::type_identity<AdamW>) {
+    return "trainkit::optim::AdamW";
+  }
   using Options = AdamWOptions;
   using AdamFamily::AdamFamily;
 };

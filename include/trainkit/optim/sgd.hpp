@@ -1,6 +1,7 @@
 #pragma once
 // optim::SGD: stochastic gradient descent with momentum, dampening, Nesterov
 // and L2 weight decay, as torch.optim.SGD, stepping the flat buffers at once.
+#include <type_traits>
 #include <vector>
 
 #include "trainkit/detail/sgd_kernel.hpp"
@@ -12,7 +13,9 @@ namespace trainkit::optim {
 
 class SGD {
  public:
-  static constexpr const char* stable_name() { return "trainkit::optim::SGD"; }
+  static constexpr const char* stable_name(std::type_identity<SGD>) {
+    return "trainkit::optim::SGD";
+  }
   struct Options {
     double lr = 1e-2;
     double momentum = 0.0;
@@ -63,12 +66,11 @@ class SGD {
     }
     return d;
   }
-  /// The state tensors that follow the flat parameters element by element.
+  /// The state tensors that follow the flat parameters element by element
+  /// (listed before the first step makes them, so a resume can shard them).
   ElementwiseState elementwise_state() const {
     ElementwiseState out;
-    for (size_t i = 0; i < momentum_.size(); ++i) {
-      if (momentum_[i].defined()) out[buffer_name(i)] = i;
-    }
+    for (size_t i = 0; i < params_->groups().size(); ++i) out[buffer_name(i)] = i;
     return out;
   }
   void load_state_dict(const StateDict& d) {

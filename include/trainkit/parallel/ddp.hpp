@@ -20,6 +20,7 @@
 #include <torch/csrc/autograd/variable.h>
 #include <torch/cuda.h>
 #include <torch/nn/module.h>
+#include <type_traits>
 
 #include <chrono>
 #include <cstdint>
@@ -39,7 +40,9 @@ namespace trainkit::parallel {
 
 class DDP {
  public:
-  static constexpr const char* stable_name() { return "trainkit::parallel::DDP"; }
+  static constexpr const char* stable_name(std::type_identity<DDP>) {
+    return "trainkit::parallel::DDP";
+  }
   struct Options {
     std::string backend{};                  ///< "gloo" or "nccl"; empty: nccl on CUDA, else gloo
     std::optional<torch::Device> device{};  ///< empty: cuda:LOCAL_RANK when CUDA exists, else CPU

@@ -4,6 +4,7 @@
 // interface: nothing to synchronise, every collective is the identity.
 #include <torch/cuda.h>
 #include <torch/nn/module.h>
+#include <type_traits>
 
 #include <cstdint>
 #include <optional>
@@ -18,7 +19,9 @@ namespace trainkit::parallel {
 
 class Single {
  public:
-  static constexpr const char* stable_name() { return "trainkit::parallel::Single"; }
+  static constexpr const char* stable_name(std::type_identity<Single>) {
+    return "trainkit::parallel::Single";
+  }
   struct Options {
     std::optional<torch::Device> device{};
   };

@@ -9,6 +9,7 @@
 // and the flat group it follows (optim::SGD, Adam, AdamW); plain values are
 // shared by all ranks.
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "trainkit/parallel/ddp.hpp"
@@ -18,7 +19,9 @@ namespace trainkit::parallel {
 
 class ZeroSharded : public DDP {
  public:
-  static constexpr const char* stable_name() { return "trainkit::parallel::ZeroSharded"; }
+  static constexpr const char* stable_name(std::type_identity<ZeroSharded>) {
+    return "trainkit::parallel::ZeroSharded";
+  }
   using Options = DDP::Options;
   ZeroSharded() : ZeroSharded(Options{}) {}
   explicit ZeroSharded(const Options& o) : DDP(o) {}
@@ -49,7 +52,9 @@ class ZeroSharded : public DDP {
   StateDict gather_optimizer_state(StateDict local, const ElementwiseState& elementwise) {
     require_listed(local, elementwise);
     for (const auto& [name, group] : elementwise) {
-      auto& t = local.tensors.at(name);
+      const auto it = local.tensors.find(name);
+      if (it == local.tensors.end()) continue;  // not made yet: on no rank (all step alike)
+      auto& t = it->second;
       const int64_t numel = full_->groups()[group].numel();
       auto full = at::empty({numel}, t.options());
       std::vector<ProcessGroup::Work> works;

@@ -4,6 +4,7 @@
 // On a CPU, set `.autocast = false` to train fp32 with loss scaling alone
 // (how the scaler logic is tested without a GPU).
 #include <torch/types.h>
+#include <type_traits>
 
 #include "trainkit/detail/compat.hpp"
 #include "trainkit/precision/grad_scaler.hpp"
@@ -12,7 +13,9 @@ namespace trainkit::precision {
 
 class Fp16 {
  public:
-  static constexpr const char* stable_name() { return "trainkit::precision::Fp16"; }
+  static constexpr const char* stable_name(std::type_identity<Fp16>) {
+    return "trainkit::precision::Fp16";
+  }
   struct Options {
     bool autocast = true;
     GradScaler::Options scaler{};

@@ -7,7 +7,9 @@ namespace trainkit::sched {
 
 class Constant {
  public:
-  static constexpr const char* stable_name() { return "trainkit::sched::Constant"; }
+  static constexpr const char* stable_name(std::type_identity<Constant>) {
+    return "trainkit::sched::Constant";
+  }
   struct Options {
     double factor = 1.0;
     int64_t total_iters = 0;

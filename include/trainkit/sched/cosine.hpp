@@ -4,6 +4,7 @@
 // t_max = 0 means the whole run.
 #include <cmath>
 #include <numbers>
+#include <type_traits>
 
 #include "trainkit/sched/context.hpp"
 
@@ -11,7 +12,9 @@ namespace trainkit::sched {
 
 class Cosine {
  public:
-  static constexpr const char* stable_name() { return "trainkit::sched::Cosine"; }
+  static constexpr const char* stable_name(std::type_identity<Cosine>) {
+    return "trainkit::sched::Cosine";
+  }
   struct Options {
     int64_t t_max = 0;
     double eta_min = 0.0;

@@ -1,6 +1,7 @@
 #pragma once
 // sched::Exponential: lr = base * gamma^step (torch.optim.lr_scheduler.ExponentialLR).
 #include <cmath>
+#include <type_traits>
 
 #include "trainkit/sched/context.hpp"
 
@@ -8,7 +9,9 @@ namespace trainkit::sched {
 
 class Exponential {
  public:
-  static constexpr const char* stable_name() { return "trainkit::sched::Exponential"; }
+  static constexpr const char* stable_name(std::type_identity<Exponential>) {
+    return "trainkit::sched::Exponential";
+  }
   struct Options {
     double gamma = 0.99;
   };

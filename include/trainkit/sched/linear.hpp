@@ -3,6 +3,7 @@
 // `start_factor` to `end_factor` over `total_iters` steps, then stays
 // (torch.optim.lr_scheduler.LinearLR). Defaults decay to zero over the run.
 #include <algorithm>
+#include <type_traits>
 
 #include "trainkit/sched/context.hpp"
 
@@ -10,7 +11,9 @@ namespace trainkit::sched {
 
 class Linear {
  public:
-  static constexpr const char* stable_name() { return "trainkit::sched::Linear"; }
+  static constexpr const char* stable_name(std::type_identity<Linear>) {
+    return "trainkit::sched::Linear";
+  }
   struct Options {
     double start_factor = 1.0;
     double end_factor = 0.0;

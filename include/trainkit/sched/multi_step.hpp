@@ -3,6 +3,7 @@
 // (torch.optim.lr_scheduler.MultiStepLR).
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "trainkit/sched/context.hpp"
@@ -11,7 +12,9 @@ namespace trainkit::sched {
 
 class MultiStep {
  public:
-  static constexpr const char* stable_name() { return "trainkit::sched::MultiStep"; }
+  static constexpr const char* stable_name(std::type_identity<MultiStep>) {
+    return "trainkit::sched::MultiStep";
+  }
   struct Options {
     std::vector<int64_t> milestones{};
     double gamma = 0.1;

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <numbers>
 #include <optional>
+#include <type_traits>
 #include <vector>
 
 #include "trainkit/sched/context.hpp"
@@ -14,7 +15,9 @@ namespace trainkit::sched {
 
 class OneCycle {
  public:
-  static constexpr const char* stable_name() { return "trainkit::sched::OneCycle"; }
+  static constexpr const char* stable_name(std::type_identity<OneCycle>) {
+    return "trainkit::sched::OneCycle";
+  }
   enum class Anneal { Cos, Linear };
   struct Options {
     double max_lr = 0.0;      ///< 0: the optimizer's lr

@@ -2,6 +2,7 @@
 // sched::Step: multiply the learning rate by `gamma` every `step_size` steps
 // (torch.optim.lr_scheduler.StepLR).
 #include <cmath>
+#include <type_traits>
 
 #include "trainkit/sched/context.hpp"
 
@@ -9,7 +10,9 @@ namespace trainkit::sched {
 
 class Step {
  public:
-  static constexpr const char* stable_name() { return "trainkit::sched::Step"; }
+  static constexpr const char* stable_name(std::type_identity<Step>) {
+    return "trainkit::sched::Step";
+  }
   struct Options {
     int64_t step_size = 1;
     double gamma = 0.1;

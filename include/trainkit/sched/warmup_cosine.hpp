@@ -4,6 +4,7 @@
 // the run (PyTorch: SequentialLR(LinearLR, CosineAnnealingLR)).
 #include <cmath>
 #include <numbers>
+#include <type_traits>
 
 #include "trainkit/sched/context.hpp"
 
@@ -11,7 +12,9 @@ namespace trainkit::sched {
 
 class WarmupCosine {
  public:
-  static constexpr const char* stable_name() { return "trainkit::sched::WarmupCosine"; }
+  static constexpr const char* stable_name(std::type_identity<WarmupCosine>) {
+    return "trainkit::sched::WarmupCosine";
+  }
   struct Options {
     int64_t warmup_steps = 0;
     double start_factor = 0.01;
