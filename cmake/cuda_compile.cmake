@@ -54,7 +54,7 @@ target_link_libraries(trainkit_cuda_objects PRIVATE trainkit::trainkit trainkit_
   doctest::doctest CLI11::CLI11 LibXml2::LibXml2 PNG::PNG)
 # The values the real targets get from their CMake files; only their types matter here.
 target_compile_definitions(trainkit_cuda_objects PRIVATE DOCTEST_CONFIG_SUPER_FAST_ASSERTS
-  TRAINKIT_REFERENCE_DIR="${PROJECT_SOURCE_DIR}/tests/reference" TRAINKIT_KILL_HELPER="kill_helper"
+  ${TRAINKIT_TEST_DATA_DEFINITIONS} TRAINKIT_KILL_HELPER="kill_helper"
   TRAINKIT_TEST_REPORT_READERS=1)
 target_precompile_headers(trainkit_cuda_objects PRIVATE
   <torch/torch.h> <doctest/doctest.h> <nlohmann/json.hpp>)
