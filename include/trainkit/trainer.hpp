@@ -339,23 +339,22 @@ class Trainer {
   template <class Hooks>
   detail::CheckpointParts checkpoint_parts(TrainState& state, Hooks& hooks) {
     detail::CheckpointParts parts;
-    parts.add("trainer", detail::FunctionPart(
-                             [this, &state] { return counters(state); },
-                             [this, &state](const StateDict& d) { restore_counters(d, state); }));
-    parts.add("model", detail::ModulePart(model_.module()));
+    parts.add(
+        "trainer", [this, &state] { return counters(state); },
+        [this, &state](const StateDict& d) { restore_counters(d, state); });
+    parts.add_owned("model", detail::ModulePart(model_.module()));
     if constexpr (HasStateDict<Optimizer>) {
-      parts.add("optim", detail::FunctionPart(
-                             [this] {
-                               return parallel_.gather_optimizer_state(optimizer_.state_dict(),
-                                                                       elementwise_state());
-                             },
-                             [this](const StateDict& d) {
-                               optimizer_.load_state_dict(
-                                   parallel_.shard_optimizer_state(d, elementwise_state()));
-                             }));
+      parts.add(
+          "optim",
+          [this] {
+            return parallel_.gather_optimizer_state(optimizer_.state_dict(), elementwise_state());
+          },
+          [this](const StateDict& d) {
+            optimizer_.load_state_dict(parallel_.shard_optimizer_state(d, elementwise_state()));
+          });
     }
     parts.add("precision", precision_);
-    parts.add("rng", detail::RngPart{});
+    parts.add_owned("rng", detail::RngPart{});
     hooks.for_each([&](size_t i, auto& cb) { parts.add("callback." + std::to_string(i), cb); });
     return parts;
   }

@@ -5,7 +5,6 @@
 //                                                       precision::Fp32, accumulate::None,
 //                                                       clip::Norm, parallel::Single>
 //   TrainerWith<optim::SGD, sched::OneCycle> == Trainer<optim::SGD, sched::OneCycle>
-#include <cstddef>
 #include <type_traits>
 
 #include "trainkit/concepts.hpp"
@@ -44,17 +43,16 @@ struct pick<Family, Default, P, Ps...> {
       std::conditional_t<family_of<P>() == Family, P, typename pick<Family, Default, Ps...>::type>;
 };
 
+/// How many of `Ps` belong to family `Family`.
+template <int Family, class... Ps>
+constexpr int family_count = ((family_of<Ps>() == Family) + ... + 0);
+
 template <class... Ps>
 constexpr bool check_trainer_with() {
   static_assert(((family_of<Ps>() >= 0) && ...),
                 "TrainerWith<P...>: each P must be a policy of one family (optimizer, scheduler, "
                 "precision, accumulate, clip, parallel); see docs/policies.md");
-  constexpr std::size_t counts[6] = {
-      ((family_of<Ps>() == 0) + ... + 0), ((family_of<Ps>() == 1) + ... + 0),
-      ((family_of<Ps>() == 2) + ... + 0), ((family_of<Ps>() == 3) + ... + 0),
-      ((family_of<Ps>() == 4) + ... + 0), ((family_of<Ps>() == 5) + ... + 0)};
-  static_assert(counts[0] <= 1 && counts[1] <= 1 && counts[2] <= 1 && counts[3] <= 1 &&
-                    counts[4] <= 1 && counts[5] <= 1,
+  static_assert(((family_count<family_of<Ps>(), Ps...> == 1) && ...),
                 "TrainerWith<P...>: two policies of the same family");
   return true;
 }

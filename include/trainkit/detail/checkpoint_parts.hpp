@@ -13,7 +13,6 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -32,21 +31,29 @@ namespace trainkit::detail {
 
 class CheckpointParts {
  public:
-  /// Lists `part` under `name` when it has state (HasStateDict): an lvalue
-  /// is held by reference (it must outlive the list), an rvalue is owned.
+  /// Lists a part made of its two functions.
+  void add(std::string name, std::function<StateDict()> save,
+           std::function<void(const StateDict&)> load) {
+    parts_.push_back({std::move(name), std::move(save), std::move(load)});
+  }
+  /// Lists `part` under `name` when it has state (HasStateDict), held by
+  /// reference: it must outlive the list.
   template <class Part>
-  void add(std::string name, Part&& part) {
-    using P = std::remove_cvref_t<Part>;
-    if constexpr (HasStateDict<P>) {
-      std::shared_ptr<P> held;
-      if constexpr (std::is_lvalue_reference_v<Part>) {
-        held = std::shared_ptr<P>(std::shared_ptr<P>(), &part);  // not owned
-      } else {
-        held = std::make_shared<P>(std::move(part));
-      }
-      parts_.push_back({std::move(name), [held] { return held->state_dict(); },
-                        [held](const StateDict& d) { held->load_state_dict(d); }});
+  void add(std::string name, Part& part) {
+    if constexpr (HasStateDict<Part>) {
+      add(
+          std::move(name), [&part] { return part.state_dict(); },
+          [&part](const StateDict& d) { part.load_state_dict(d); });
     }
+  }
+  /// Lists a part the list owns (a ModulePart, the RngPart).
+  template <class Part>
+  void add_owned(std::string name, Part part) {
+    static_assert(HasStateDict<Part>);
+    auto owned = std::make_shared<Part>(std::move(part));
+    add(
+        std::move(name), [owned] { return owned->state_dict(); },
+        [owned](const StateDict& d) { owned->load_state_dict(d); });
   }
 
   /// Every part's state; `clone` copies the tensors (a backup that later
@@ -136,7 +143,7 @@ struct RngPart {
   }
   /// Devices the checkpoint has but this machine lacks are left out.
   void load_state_dict(const StateDict& d) {
-    const auto& cpu = d.tensors.find("cpu");
+    const auto cpu = d.tensors.find("cpu");
     if (cpu == d.tensors.end()) throw Error("trainkit: the checkpoint's rng state has no \"cpu\"");
     {
       auto gen = at::detail::getDefaultCPUGenerator();
@@ -154,20 +161,6 @@ struct RngPart {
     }
 #endif
   }
-};
-
-/// A part made of two functions (the trainer's counters; an optimizer whose
-/// state a Parallel policy gathers and shards).
-class FunctionPart {
- public:
-  FunctionPart(std::function<StateDict()> save, std::function<void(const StateDict&)> load)
-      : save_(std::move(save)), load_(std::move(load)) {}
-  StateDict state_dict() const { return save_(); }
-  void load_state_dict(const StateDict& d) { load_(d); }
-
- private:
-  std::function<StateDict()> save_;
-  std::function<void(const StateDict&)> load_;
 };
 
 }  // namespace trainkit::detail

@@ -24,20 +24,20 @@ class Coordinator {
 
   /// A stop requested on any rank stops all of them, at the same step.
   void agree_on_stop(TrainState& state) {
-    const auto by = parallel_.max(state.stop_requested() ? rank() + 1 : 0, "agree on stop");
+    const auto by = parallel_.max(state.stop_requested() ? rank() + 1 : 0, names().stop);
     if (by > 0 && !state.stop_requested())
       state.request_stop("stop requested by rank " + std::to_string(by - 1));
   }
 
   /// A step skipped on any rank (from on_before_step) is skipped on all.
   void agree_on_skip(TrainState& state) {
-    const auto by = parallel_.max(state.step_skipped() ? rank() + 1 : 0, "agree on skip");
+    const auto by = parallel_.max(state.step_skipped() ? rank() + 1 : 0, names().skip);
     if (by > 0 && !state.step_skipped())
       state.skip_step("step skipped by rank " + std::to_string(by - 1));
   }
 
   /// The largest signal number caught on any rank (0: none).
-  int agree_on_signal(int caught) { return int(parallel_.max(caught, "agree on signals")); }
+  int agree_on_signal(int caught) { return int(parallel_.max(caught, names().signals)); }
 
   /// The mean over all ranks of `count` values summing to `sum`; none when empty.
   std::optional<double> global_mean(double sum, int64_t count) {
@@ -76,6 +76,15 @@ class Coordinator {
   }
 
  private:
+  /// The per-step collectives' names (for errors), made once: a string
+  /// built in the step would allocate in the hot path.
+  struct Names {
+    std::string stop = "agree on stop", skip = "agree on skip", signals = "agree on signals";
+  };
+  static const Names& names() {
+    static const Names n;
+    return n;
+  }
   int rank() const { return parallel_.rank(); }
   Parallel& parallel_;
 };
