@@ -1,0 +1,117 @@
+#pragma once
+// What a study remembers of each trial (FrozenTrial), and the read-only view
+// of a study's history that samplers and pruners decide from.
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "trainkit/tune/space.hpp"
+
+namespace trainkit::tune {
+
+enum class Direction { Minimize, Maximize };
+
+/// Waiting: enqueued, not started. Running: a worker holds it. The other
+/// three are final.
+enum class TrialState { Waiting, Running, Complete, Pruned, Fail };
+
+inline const char* to_string(TrialState s) {
+  constexpr const char* names[] = {"waiting", "running", "complete", "pruned", "fail"};
+  return names[static_cast<int>(s)];
+}
+
+inline TrialState trial_state_from_string(const std::string& s) {
+  for (int k = 0; k <= static_cast<int>(TrialState::Fail); ++k) {
+    if (s == to_string(static_cast<TrialState>(k))) return static_cast<TrialState>(k);
+  }
+  throw Error("trainkit: stored trial state \"" + s +
+              "\" is unknown; accepted: waiting, running, complete, pruned, fail");
+}
+
+inline const char* to_string(Direction d) {
+  return d == Direction::Minimize ? "minimize" : "maximize";
+}
+
+inline Direction direction_from_string(const std::string& s) {
+  trainkit::detail::require_option(s == "minimize" || s == "maximize", "direction", s,
+                                   "\"minimize\" or \"maximize\"");
+  return s == "minimize" ? Direction::Minimize : Direction::Maximize;
+}
+
+struct FrozenTrial {
+  int64_t id = -1;      ///< the storage's key
+  int64_t number = -1;  ///< 0, 1, ... within its study, in start order
+  TrialState state = TrialState::Running;
+  std::optional<double> value;
+  std::map<std::string, Param> params;
+  std::map<int64_t, double> intermediate;  ///< step -> reported value
+  nlohmann::json user_attrs = nlohmann::json::object();
+  /// trainkit's own notes: "fixed_params" of an enqueued trial, a pruner's
+  /// rung values, "prune_reason", "fail_reason", "worker", "retry_of".
+  nlohmann::json system_attrs = nlohmann::json::object();
+  double started_at = 0;   ///< seconds since the epoch (0 while waiting)
+  double finished_at = 0;  ///< 0 until final
+
+  bool finished() const {
+    return state == TrialState::Complete || state == TrialState::Pruned ||
+           state == TrialState::Fail;
+  }
+  std::optional<int64_t> last_step() const {
+    if (intermediate.empty()) return std::nullopt;
+    return intermediate.rbegin()->first;
+  }
+  /// The value of parameter `name` as the objective saw it.
+  template <class T>
+  T param(const std::string& name) const {
+    const auto it = params.find(name);
+    if (it == params.end())
+      throw Error("trainkit: trial " + std::to_string(number) + " has no parameter \"" + name +
+                  "\"");
+    return it->second.value().get<T>();
+  }
+};
+
+/// A study's direction and its trials, as one snapshot.
+struct StudyView {
+  Direction direction = Direction::Minimize;
+  std::span<const FrozenTrial> trials;
+
+  std::vector<const FrozenTrial*> with_state(TrialState s) const {
+    std::vector<const FrozenTrial*> out;
+    for (const auto& t : trials) {
+      if (t.state == s) out.push_back(&t);
+    }
+    return out;
+  }
+  /// Whether `a` is a better objective value than `b`.
+  bool better(double a, double b) const { return direction == Direction::Minimize ? a < b : a > b; }
+};
+
+/// The parameters every complete trial has, with one distribution each:
+/// what a sampler can model jointly (Optuna's intersection search space).
+/// A parameter whose range changed between trials is left out.
+inline SearchSpace intersection_search_space(const StudyView& view) {
+  SearchSpace space;
+  bool first = true;
+  for (const auto& t : view.trials) {
+    if (t.state != TrialState::Complete) continue;
+    if (first) {
+      for (const auto& [name, p] : t.params) space.emplace(name, p.distribution);
+      first = false;
+      continue;
+    }
+    for (auto it = space.begin(); it != space.end();) {
+      const auto p = t.params.find(it->first);
+      it = (p == t.params.end() || !(p->second.distribution == it->second)) ? space.erase(it)
+                                                                            : std::next(it);
+    }
+  }
+  return space;
+}
+
+}  // namespace trainkit::tune

@@ -1,0 +1,212 @@
+#pragma once
+// Search spaces: the three kinds of parameter a trial can suggest. Every
+// value has an internal form, a double (an int as itself, a categorical as
+// the index of its choice), which is what samplers and storages work on;
+// `external` turns it back into the value the objective sees.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "trainkit/error.hpp"
+
+namespace trainkit::tune {
+
+/// A real parameter in [low, high]; on a log scale, or on the grid
+/// low, low + step, ... (not both).
+struct FloatDistribution {
+  double low = 0;
+  double high = 1;
+  bool log = false;
+  std::optional<double> step;
+  bool operator==(const FloatDistribution&) const = default;
+};
+
+/// An integer parameter in [low, high] on the grid low, low + step, ...;
+/// on a log scale when `log` (then step is 1).
+struct IntDistribution {
+  int64_t low = 0;
+  int64_t high = 1;
+  int64_t step = 1;
+  bool log = false;
+  bool operator==(const IntDistribution&) const = default;
+};
+
+/// One of a list of values (strings, numbers, booleans, null).
+struct CategoricalDistribution {
+  std::vector<nlohmann::json> choices;
+  bool operator==(const CategoricalDistribution&) const = default;
+};
+
+using Distribution = std::variant<FloatDistribution, IntDistribution, CategoricalDistribution>;
+
+namespace detail {
+
+inline std::string kind_name(const Distribution& d) {
+  constexpr const char* names[] = {"float", "int", "categorical"};
+  return names[d.index()];
+}
+
+/// The highest grid point not above `high`: low + k * step.
+inline double grid_top(double low, double high, double step) {
+  return low + std::floor((high - low) / step + 1e-9) * step;
+}
+
+}  // namespace detail
+
+/// Throws trainkit::Error naming the parameter and the bad bound.
+inline void validate(const std::string& name, const Distribution& dist) {
+  using trainkit::detail::require_option;
+  const std::string where = "suggest(\"" + name + "\")";
+  if (const auto* f = std::get_if<FloatDistribution>(&dist)) {
+    require_option(std::isfinite(f->low) && std::isfinite(f->high) && f->low <= f->high,
+                   where + ".low", f->low,
+                   "finite bounds with low <= high = " + std::to_string(f->high));
+    require_option(!f->log || f->low > 0, where + ".low", f->low, "> 0 on a log scale");
+    require_option(!(f->log && f->step), where + ".step", f->step.value_or(0),
+                   "no step on a log scale (log = true)");
+    require_option(!f->step || (std::isfinite(*f->step) && *f->step > 0), where + ".step",
+                   f->step.value_or(0), "a positive number");
+  } else if (const auto* i = std::get_if<IntDistribution>(&dist)) {
+    require_option(i->low <= i->high, where + ".low", i->low,
+                   "low <= high = " + std::to_string(i->high));
+    require_option(i->step >= 1, where + ".step", i->step, "an integer >= 1");
+    require_option(!i->log || i->low >= 1, where + ".low", i->low, ">= 1 on a log scale");
+    require_option(!i->log || i->step == 1, where + ".step", i->step, "1 on a log scale");
+  } else {
+    const auto& c = std::get<CategoricalDistribution>(dist);
+    require_option(!c.choices.empty(), where + ".choices", std::string("[]"),
+                   "at least one choice");
+    for (const auto& choice : c.choices) {
+      require_option(choice.is_primitive(), where + ".choices", choice.dump(),
+                     "strings, numbers, booleans or null");
+    }
+  }
+}
+
+/// Whether `internal` is a value `dist` can take.
+inline bool contains(const Distribution& dist, double internal) {
+  if (!std::isfinite(internal)) return false;
+  if (const auto* f = std::get_if<FloatDistribution>(&dist)) {
+    if (!f->step) return f->low <= internal && internal <= f->high;
+    const double k = (internal - f->low) / *f->step;
+    return internal >= f->low && internal <= f->high + 1e-9 * *f->step &&
+           std::abs(k - std::round(k)) < 1e-6;
+  }
+  if (const auto* i = std::get_if<IntDistribution>(&dist)) {
+    return internal == std::round(internal) && i->low <= internal && internal <= i->high &&
+           (static_cast<int64_t>(internal) - i->low) % i->step == 0;
+  }
+  const auto n = std::get<CategoricalDistribution>(dist).choices.size();
+  return internal == std::round(internal) && internal >= 0 && internal < static_cast<double>(n);
+}
+
+/// The number of values of a discrete distribution; nullopt for a continuous one.
+inline std::optional<int64_t> cardinality(const Distribution& dist) {
+  if (const auto* f = std::get_if<FloatDistribution>(&dist)) {
+    if (!f->step) return std::nullopt;
+    return static_cast<int64_t>(std::floor((f->high - f->low) / *f->step + 1e-9)) + 1;
+  }
+  if (const auto* i = std::get_if<IntDistribution>(&dist)) return (i->high - i->low) / i->step + 1;
+  return static_cast<int64_t>(std::get<CategoricalDistribution>(dist).choices.size());
+}
+
+/// Rounds a real number to the nearest value `dist` can take (grids, ints,
+/// categorical indices), clamped to the bounds.
+inline double snap(const Distribution& dist, double x) {
+  if (const auto* f = std::get_if<FloatDistribution>(&dist)) {
+    if (!f->step) return std::clamp(x, f->low, f->high);
+    const double top = detail::grid_top(f->low, f->high, *f->step);
+    return std::clamp(f->low + std::round((x - f->low) / *f->step) * *f->step, f->low, top);
+  }
+  if (const auto* i = std::get_if<IntDistribution>(&dist)) {
+    const double top = static_cast<double>(i->low + (i->high - i->low) / i->step * i->step);
+    const double k = std::round((x - static_cast<double>(i->low)) / static_cast<double>(i->step));
+    return std::clamp(static_cast<double>(i->low) + k * static_cast<double>(i->step),
+                      static_cast<double>(i->low), top);
+  }
+  const auto n = std::get<CategoricalDistribution>(dist).choices.size();
+  return std::clamp(std::round(x), 0.0, static_cast<double>(n - 1));
+}
+
+/// The value the objective sees, as JSON (a number, or the chosen choice).
+inline nlohmann::json external(const Distribution& dist, double internal) {
+  if (std::holds_alternative<FloatDistribution>(dist)) return internal;
+  if (std::holds_alternative<IntDistribution>(dist)) return static_cast<int64_t>(internal);
+  return std::get<CategoricalDistribution>(dist).choices.at(static_cast<size_t>(internal));
+}
+
+/// The internal form of an external value (an enqueued trial's parameter);
+/// nullopt when `dist` cannot take it.
+inline std::optional<double> internal(const Distribution& dist, const nlohmann::json& value) {
+  if (const auto* c = std::get_if<CategoricalDistribution>(&dist)) {
+    for (size_t k = 0; k < c->choices.size(); ++k) {
+      if (c->choices[k] == value) return static_cast<double>(k);
+    }
+    return std::nullopt;
+  }
+  if (!value.is_number()) return std::nullopt;
+  const double x = value.get<double>();
+  return contains(dist, x) ? std::optional<double>(x) : std::nullopt;
+}
+
+/// Two suggestions of one name across trials must be of the same kind (and a
+/// categorical of the same choices); ranges may change (define-by-run).
+inline bool compatible(const Distribution& a, const Distribution& b) {
+  if (a.index() != b.index()) return false;
+  if (const auto* ca = std::get_if<CategoricalDistribution>(&a)) {
+    return *ca == std::get<CategoricalDistribution>(b);
+  }
+  return true;
+}
+
+inline nlohmann::json to_json(const Distribution& dist) {
+  if (const auto* f = std::get_if<FloatDistribution>(&dist)) {
+    nlohmann::json j = {{"type", "float"}, {"low", f->low}, {"high", f->high}, {"log", f->log}};
+    if (f->step) j["step"] = *f->step;
+    return j;
+  }
+  if (const auto* i = std::get_if<IntDistribution>(&dist)) {
+    return {
+        {"type", "int"}, {"low", i->low}, {"high", i->high}, {"step", i->step}, {"log", i->log}};
+  }
+  return {{"type", "categorical"}, {"choices", std::get<CategoricalDistribution>(dist).choices}};
+}
+
+inline Distribution distribution_from_json(const nlohmann::json& j) {
+  const auto type = j.at("type").get<std::string>();
+  if (type == "float") {
+    FloatDistribution f{j.at("low").get<double>(), j.at("high").get<double>(),
+                        j.value("log", false), std::nullopt};
+    if (j.contains("step")) f.step = j.at("step").get<double>();
+    return f;
+  }
+  if (type == "int") {
+    return IntDistribution{j.at("low").get<int64_t>(), j.at("high").get<int64_t>(),
+                           j.value("step", int64_t{1}), j.value("log", false)};
+  }
+  if (type == "categorical") {
+    return CategoricalDistribution{j.at("choices").get<std::vector<nlohmann::json>>()};
+  }
+  throw Error("trainkit: stored distribution of unknown type \"" + type +
+              "\"; accepted: float, int, categorical");
+}
+
+/// A parameter of a trial: where it was drawn from, and the draw.
+struct Param {
+  Distribution distribution;
+  double internal = 0;
+  nlohmann::json value() const { return tune::external(distribution, internal); }
+};
+
+/// The parameters a sampler models jointly: name -> distribution.
+using SearchSpace = std::map<std::string, Distribution>;
+
+}  // namespace trainkit::tune

@@ -1,0 +1,253 @@
+#pragma once
+// Where a study lives. Every storage gives the same guarantees, and
+// tests/tune/storage_suite.hpp checks them on each: trial numbers are unique
+// and dense, a waiting trial is handed to one worker only, a final trial
+// never changes again, and every write is one transaction (a worker killed
+// mid-write leaves the study as it was before or after the write).
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "trainkit/tune/record.hpp"
+
+namespace trainkit::tune {
+
+/// Who runs a trial: the host and process, so a worker on the same host can
+/// tell that a running trial's process is gone.
+struct WorkerId {
+  std::string host;
+  int64_t pid = 0;
+  nlohmann::json to_json() const { return {{"host", host}, {"pid", pid}}; }
+};
+
+class Storage {
+ public:
+  virtual ~Storage() = default;
+
+  /// The study's id; creates it unless it exists. An existing study must have
+  /// the same direction, and `load_if_exists` must be true.
+  virtual int64_t create_study(const std::string& name, Direction direction,
+                               bool load_if_exists) = 0;
+  virtual Direction direction(int64_t study) = 0;
+  virtual std::vector<std::string> study_names() = 0;
+
+  /// Atomically: the oldest waiting trial becomes running (its fixed
+  /// parameters are in system_attrs["fixed_params"]), else, unless
+  /// `waiting_only`, a new running trial numbered after the last. With
+  /// `max_trials`, no new trial once the study has that many not failed.
+  virtual std::optional<FrozenTrial> start_trial(int64_t study, const WorkerId& worker,
+                                                 std::optional<int64_t> max_trials,
+                                                 bool waiting_only) = 0;
+  /// A waiting trial whose parameters are fixed to `params` (name -> value).
+  virtual void enqueue_trial(int64_t study, const nlohmann::json& params,
+                             const nlohmann::json& system_attrs = nlohmann::json::object()) = 0;
+  /// In one transaction: unless the study already has the mark `key`, sets
+  /// it and enqueues a trial per element of `params` (a grid, exactly once
+  /// however many workers start together). True when this call enqueued.
+  virtual bool enqueue_trials_once(int64_t study, const std::string& key,
+                                   const std::vector<nlohmann::json>& params) = 0;
+
+  virtual void set_param(int64_t trial, const std::string& name, const Param& param) = 0;
+  virtual void report(int64_t trial, int64_t step, double value) = 0;
+  virtual void set_system_attr(int64_t trial, const std::string& key, const nlohmann::json& v) = 0;
+  virtual void set_user_attr(int64_t trial, const std::string& key, const nlohmann::json& v) = 0;
+  /// Makes a running trial final; false (and no change) when it was no
+  /// longer running, e.g. another worker failed it as stale.
+  virtual bool finish_trial(int64_t trial, TrialState state, std::optional<double> value) = 0;
+
+  /// Every trial of the study, in number order.
+  virtual std::vector<FrozenTrial> trials(int64_t study) = 0;
+
+  /// A running trial's sign of life.
+  virtual void heartbeat(int64_t trial) = 0;
+  /// Seconds since the trial's last heartbeat, by the storage's clock.
+  virtual double seconds_since_heartbeat(int64_t trial) = 0;
+};
+
+namespace detail {
+
+inline double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+[[noreturn]] inline void throw_study_exists(const std::string& name) {
+  throw Error("trainkit: study \"" + name +
+              "\" already exists; pass load_if_exists = true to add trials to it");
+}
+
+inline void require_same_direction(const std::string& name, Direction stored, Direction asked) {
+  if (stored != asked) {
+    throw Error(std::string("trainkit: study \"") + name + "\" is stored with direction " +
+                to_string(stored) + ", opened with " + to_string(asked));
+  }
+}
+
+inline bool counts_against_budget(TrialState s) {
+  return s != TrialState::Fail;
+}
+
+}  // namespace detail
+
+/// A study in this process only: for tests, single runs and benchmarks.
+class InMemoryStorage final : public Storage {
+ public:
+  int64_t create_study(const std::string& name, Direction direction, bool load_if_exists) override {
+    std::lock_guard lock(mutex_);
+    for (size_t k = 0; k < studies_.size(); ++k) {
+      if (studies_[k].name != name) continue;
+      if (!load_if_exists) detail::throw_study_exists(name);
+      detail::require_same_direction(name, studies_[k].direction, direction);
+      return static_cast<int64_t>(k);
+    }
+    studies_.push_back({name, direction, {}, {}});
+    return static_cast<int64_t>(studies_.size() - 1);
+  }
+  Direction direction(int64_t study) override {
+    std::lock_guard lock(mutex_);
+    return at(study).direction;
+  }
+  std::vector<std::string> study_names() override {
+    std::lock_guard lock(mutex_);
+    std::vector<std::string> names;
+    for (const auto& s : studies_) names.push_back(s.name);
+    return names;
+  }
+
+  std::optional<FrozenTrial> start_trial(int64_t study, const WorkerId& worker,
+                                         std::optional<int64_t> max_trials,
+                                         bool waiting_only) override {
+    std::lock_guard lock(mutex_);
+    auto& s = at(study);
+    for (auto id : s.trial_ids) {
+      auto& t = trials_[static_cast<size_t>(id)];
+      if (t.state != TrialState::Waiting) continue;
+      t.state = TrialState::Running;
+      t.started_at = detail::now_seconds();
+      t.system_attrs["worker"] = worker.to_json();
+      heartbeats_[static_cast<size_t>(id)] = t.started_at;
+      return t;
+    }
+    if (waiting_only) return std::nullopt;
+    if (max_trials) {
+      int64_t n = 0;
+      for (auto id : s.trial_ids) n += detail::counts_against_budget(trials_[size_t(id)].state);
+      if (n >= *max_trials) return std::nullopt;
+    }
+    FrozenTrial t;
+    t.id = static_cast<int64_t>(trials_.size());
+    t.number = static_cast<int64_t>(s.trial_ids.size());
+    t.started_at = detail::now_seconds();
+    t.system_attrs["worker"] = worker.to_json();
+    trials_.push_back(t);
+    heartbeats_.push_back(t.started_at);
+    s.trial_ids.push_back(t.id);
+    return t;
+  }
+  void enqueue_trial(int64_t study, const nlohmann::json& params,
+                     const nlohmann::json& system_attrs) override {
+    std::lock_guard lock(mutex_);
+    enqueue_locked(at(study), params, system_attrs);
+  }
+  bool enqueue_trials_once(int64_t study, const std::string& key,
+                           const std::vector<nlohmann::json>& params) override {
+    std::lock_guard lock(mutex_);
+    auto& s = at(study);
+    if (!s.marks.insert(key).second) return false;
+    for (const auto& p : params) enqueue_locked(s, p, nlohmann::json::object());
+    return true;
+  }
+
+  void set_param(int64_t trial, const std::string& name, const Param& param) override {
+    std::lock_guard lock(mutex_);
+    running(trial).params[name] = param;
+  }
+  void report(int64_t trial, int64_t step, double value) override {
+    std::lock_guard lock(mutex_);
+    running(trial).intermediate[step] = value;
+  }
+  void set_system_attr(int64_t trial, const std::string& key, const nlohmann::json& v) override {
+    std::lock_guard lock(mutex_);
+    trial_at(trial).system_attrs[key] = v;
+  }
+  void set_user_attr(int64_t trial, const std::string& key, const nlohmann::json& v) override {
+    std::lock_guard lock(mutex_);
+    trial_at(trial).user_attrs[key] = v;
+  }
+  bool finish_trial(int64_t trial, TrialState state, std::optional<double> value) override {
+    std::lock_guard lock(mutex_);
+    auto& t = trial_at(trial);
+    if (t.state != TrialState::Running) return false;
+    t.state = state;
+    t.value = value;
+    t.finished_at = detail::now_seconds();
+    return true;
+  }
+  std::vector<FrozenTrial> trials(int64_t study) override {
+    std::lock_guard lock(mutex_);
+    std::vector<FrozenTrial> out;
+    for (auto id : at(study).trial_ids) out.push_back(trials_[static_cast<size_t>(id)]);
+    return out;
+  }
+  void heartbeat(int64_t trial) override {
+    std::lock_guard lock(mutex_);
+    heartbeats_.at(static_cast<size_t>(trial)) = detail::now_seconds();
+  }
+  double seconds_since_heartbeat(int64_t trial) override {
+    std::lock_guard lock(mutex_);
+    return detail::now_seconds() - heartbeats_.at(static_cast<size_t>(trial));
+  }
+
+ private:
+  struct Study {
+    std::string name;
+    Direction direction;
+    std::vector<int64_t> trial_ids;
+    std::set<std::string> marks;
+  };
+  void enqueue_locked(Study& s, const nlohmann::json& params, const nlohmann::json& system_attrs) {
+    FrozenTrial t;
+    t.id = static_cast<int64_t>(trials_.size());
+    t.number = static_cast<int64_t>(s.trial_ids.size());
+    t.state = TrialState::Waiting;
+    t.system_attrs = system_attrs;
+    t.system_attrs["fixed_params"] = params;
+    trials_.push_back(t);
+    heartbeats_.push_back(0);
+    s.trial_ids.push_back(t.id);
+  }
+
+  Study& at(int64_t study) {
+    if (study < 0 || study >= static_cast<int64_t>(studies_.size())) {
+      throw Error("trainkit: no study with id " + std::to_string(study));
+    }
+    return studies_[static_cast<size_t>(study)];
+  }
+  FrozenTrial& trial_at(int64_t trial) {
+    if (trial < 0 || trial >= static_cast<int64_t>(trials_.size())) {
+      throw Error("trainkit: no trial with id " + std::to_string(trial));
+    }
+    return trials_[static_cast<size_t>(trial)];
+  }
+  FrozenTrial& running(int64_t trial) {
+    auto& t = trial_at(trial);
+    if (t.state != TrialState::Running) {
+      throw Error("trainkit: trial " + std::to_string(t.number) + " is " + to_string(t.state) +
+                  ", not running: it can no longer change");
+    }
+    return t;
+  }
+
+  std::mutex mutex_;
+  std::vector<Study> studies_;
+  std::vector<FrozenTrial> trials_;
+  std::vector<double> heartbeats_;
+};
+
+}  // namespace trainkit::tune

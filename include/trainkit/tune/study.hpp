@@ -1,0 +1,397 @@
+#pragma once
+// Study<Sampler, Pruner>: runs an objective over trials, keeps every trial in
+// a Storage, and lets any number of workers (threads here, processes on this
+// or other machines through a shared storage) add to one study. A worker
+// that dies leaves its trial running; the next worker to start a trial
+// fails it (same host: the process is gone; elsewhere: no heartbeat for
+// `stale_after_s`) and, if asked, enqueues it again.
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <exception>
+#include <functional>
+#include <iostream>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "trainkit/tune/concepts.hpp"
+#include "trainkit/tune/storage.hpp"
+#include "trainkit/tune/trial.hpp"
+
+namespace trainkit::tune {
+
+struct StudyOptions {
+  std::string name = "study";
+  Direction direction = Direction::Minimize;
+  bool load_if_exists = true;  ///< false: an existing study of this name is an error
+};
+
+struct OptimizeOptions {
+  std::optional<int64_t> n_trials{};  ///< trials this call runs
+  std::optional<int64_t>
+      max_trials{};      ///< the study's budget across all workers (failed trials not counted)
+  double timeout_s = 0;  ///< start no trial after this long (0: no limit)
+  int n_threads = 1;     ///< trials run at once in this process (a thread-safe objective)
+  /// A throwing objective fails its trial; with false, the exception is also
+  /// rethrown (after the study recorded it) and the call ends.
+  bool catch_exceptions = false;
+  double heartbeat_s = 5;          ///< how often a running trial says it is alive (0: never)
+  double stale_after_s = 60;       ///< a running trial silent this long has lost its worker
+  int retry_failed = 0;            ///< enqueue a lost worker's trial again, up to this many times
+  std::ostream* log = &std::clog;  ///< one line per finished trial (nullptr: silent)
+  std::function<void(const FrozenTrial&)> on_trial_end{};
+};
+
+namespace detail {
+
+inline WorkerId this_worker() {
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  return {host, static_cast<int64_t>(::getpid())};
+}
+
+inline bool process_gone(const nlohmann::json& worker, const WorkerId& me) {
+  if (!worker.is_object() || worker.value("host", "") != me.host) return false;
+  const auto pid = worker.value("pid", int64_t{0});
+  if (pid <= 0 || pid == me.pid) return false;
+  return ::kill(static_cast<pid_t>(pid), 0) == -1 && errno == ESRCH;
+}
+
+inline std::string format_params(const FrozenTrial& t) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [name, p] : t.params) j[name] = p.value();
+  return j.dump();
+}
+
+}  // namespace detail
+
+template <Sampler S, Pruner P>
+class Study final : private detail::TrialDriver {
+ public:
+  Study(std::shared_ptr<Storage> storage, StudyOptions options, S sampler, P pruner)
+      : storage_(std::move(storage)),
+        options_(std::move(options)),
+        sampler_(std::move(sampler)),
+        pruner_(std::move(pruner)),
+        worker_(detail::this_worker()) {
+    if (!storage_)
+      throw Error("trainkit: Study needs a storage (InMemoryStorage, SqliteStorage, ...)");
+    id_ = storage_->create_study(options_.name, options_.direction, options_.load_if_exists);
+  }
+
+  using Objective = std::function<double(Trial&)>;
+
+  /// Runs trials until `n_trials` ran here, the study has `max_trials`, the
+  /// time is up or a finite sampler has nothing left.
+  void optimize(const Objective& objective, const OptimizeOptions& o) {
+    using trainkit::detail::require_option;
+    require_option(o.n_trials || o.max_trials || o.timeout_s > 0 || FiniteSampler<S>, "n_trials",
+                   std::string("none"), "n_trials, max_trials or timeout_s (or a grid sampler)");
+    require_option(!o.n_trials || *o.n_trials >= 0, "n_trials", o.n_trials.value_or(0), ">= 0");
+    require_option(o.n_threads >= 1, "n_threads", o.n_threads, ">= 1");
+    require_option(o.heartbeat_s >= 0, "heartbeat_s", o.heartbeat_s, ">= 0");
+    require_option(o.stale_after_s > o.heartbeat_s, "stale_after_s", o.stale_after_s,
+                   "more than heartbeat_s");
+    if constexpr (FiniteSampler<S>)
+      storage_->enqueue_trials_once(id_, sampler_.grid_key(), sampler_.grid());
+
+    const auto deadline = std::chrono::steady_clock::now() +
+                          std::chrono::duration<double>(o.timeout_s > 0 ? o.timeout_s : 1e9);
+    std::atomic<int64_t> started{0};
+    std::atomic<bool> stop{false};
+    std::exception_ptr error;
+    std::mutex error_mutex;
+    Heartbeat heartbeat(*this, o.heartbeat_s);
+
+    auto work = [&] {
+      while (!stop) {
+        if (o.n_trials && started.fetch_add(1) >= *o.n_trials) break;
+        if (std::chrono::steady_clock::now() >= deadline) break;
+        try {
+          if (!run_trial(objective, o, heartbeat)) break;
+        } catch (...) {
+          std::lock_guard lock(error_mutex);
+          if (!error) error = std::current_exception();
+          stop = true;
+        }
+      }
+    };
+    if (o.n_threads == 1) {
+      work();
+    } else {
+      std::vector<std::jthread> threads;
+      for (int k = 0; k < o.n_threads; ++k) threads.emplace_back(work);
+    }
+    if (error) std::rethrow_exception(error);
+  }
+
+  /// A trial whose parameters are fixed (name -> value); runs before new ones.
+  void enqueue(const nlohmann::json& params) { storage_->enqueue_trial(id_, params); }
+
+  std::vector<FrozenTrial> trials() const { return storage_->trials(id_); }
+  /// The best complete trial; throws when there is none.
+  FrozenTrial best_trial() const {
+    const auto all = trials();
+    const StudyView view{options_.direction, all};
+    const FrozenTrial* best = nullptr;
+    for (const auto* t : view.with_state(TrialState::Complete)) {
+      if (!best || view.better(*t->value, *best->value)) best = t;
+    }
+    if (!best) throw Error("trainkit: study \"" + options_.name + "\" has no complete trial yet");
+    return *best;
+  }
+  const std::string& name() const { return options_.name; }
+  Direction direction() const { return options_.direction; }
+  Storage& storage() { return *storage_; }
+  S& sampler() { return sampler_; }
+  P& pruner() { return pruner_; }
+
+ private:
+  // Keeps this process's running trials alive in the storage.
+  class Heartbeat {
+   public:
+    Heartbeat(Study& study, double every_s) : study_(study) {
+      if (every_s <= 0) return;
+      thread_ = std::jthread([this, every_s](std::stop_token stop) {
+        std::unique_lock lock(mutex_);
+        while (!stop.stop_requested()) {
+          cv_.wait_for(lock, stop, std::chrono::duration<double>(every_s), [&] { return false; });
+          for (auto id : running_) {
+            try {
+              study_.storage_->heartbeat(id);
+            } catch (const std::exception&) {  // a busy database: next beat
+            }
+          }
+        }
+      });
+    }
+    void add(int64_t id) {
+      std::lock_guard lock(mutex_);
+      running_.insert(id);
+    }
+    void remove(int64_t id) {
+      std::lock_guard lock(mutex_);
+      running_.erase(id);
+    }
+
+   private:
+    Study& study_;
+    std::mutex mutex_;
+    std::condition_variable_any cv_;
+    std::set<int64_t> running_;
+    std::jthread thread_;  // last: stopped and joined before the rest goes
+  };
+
+  // Trial-local state the driver needs besides the record.
+  struct Active {
+    std::map<std::string, double> relative;
+    std::vector<FrozenTrial> snapshot;  // the history the sampler decides from
+  };
+
+  // One trial from start to its final state; false when none could start.
+  bool run_trial(const Objective& objective, const OptimizeOptions& o, Heartbeat& heartbeat) {
+    fail_lost_trials(o);
+    auto record = storage_->start_trial(id_, worker_, o.max_trials, FiniteSampler<S>);
+    if (!record) return false;
+    heartbeat.add(record->id);
+    Active active;
+    {
+      std::lock_guard lock(policy_mutex_);
+      active.snapshot = storage_->trials(id_);
+      if constexpr (RelativeSampler<S>) {
+        active.relative = sampler_.sample_relative(view(active.snapshot), *record);
+      }
+    }
+    {
+      std::lock_guard lock(active_mutex_);
+      active_[record->id] = &active;
+    }
+    Trial trial(*this, *record);
+    TrialState state = TrialState::Complete;
+    std::optional<double> value;
+    std::string why;
+    std::exception_ptr error;
+    try {
+      const double v = objective(trial);
+      if (trial.prune_reason()) {
+        state = TrialState::Pruned;
+        why = *trial.prune_reason();
+      } else if (!std::isfinite(v)) {
+        state = TrialState::Fail;
+        why = "the objective returned " + std::to_string(v);
+      } else {
+        value = v;
+      }
+    } catch (const TrialPruned& e) {
+      state = TrialState::Pruned;
+      why = trial.prune_reason().value_or(e.what());
+    } catch (const std::exception& e) {
+      state = TrialState::Fail;
+      why = e.what();
+      if (!o.catch_exceptions) error = std::current_exception();
+    } catch (...) {
+      state = TrialState::Fail;
+      why = "unknown exception";
+      if (!o.catch_exceptions) error = std::current_exception();
+    }
+    if (state == TrialState::Pruned && !trial.record().intermediate.empty()) {
+      value = trial.record().intermediate.rbegin()->second;  // as Optuna records it
+    }
+    {
+      std::lock_guard lock(active_mutex_);
+      active_.erase(record->id);
+    }
+    heartbeat.remove(record->id);
+    if (!why.empty()) {
+      storage_->set_system_attr(record->id,
+                                state == TrialState::Fail ? "fail_reason" : "prune_reason", why);
+    }
+    const bool recorded = storage_->finish_trial(record->id, state, value);
+    log_end(o, trial.record(), state, value, why, recorded);
+    if (o.on_trial_end) {
+      auto final = trial.record();
+      final.state = state;
+      final.value = value;
+      o.on_trial_end(final);
+    }
+    if (error) std::rethrow_exception(error);
+    return true;
+  }
+
+  // Fails running trials whose worker is gone, and enqueues them again.
+  void fail_lost_trials(const OptimizeOptions& o) {
+    for (const auto& t : storage_->trials(id_)) {
+      if (t.state != TrialState::Running) continue;
+      {
+        std::lock_guard lock(active_mutex_);
+        if (active_.contains(t.id)) continue;
+      }
+      std::string why;
+      if (detail::process_gone(t.system_attrs.value("worker", nlohmann::json()), worker_)) {
+        why = "its worker process is gone";
+      } else if (o.heartbeat_s > 0 && storage_->seconds_since_heartbeat(t.id) > o.stale_after_s) {
+        why = "no heartbeat for " + std::to_string(o.stale_after_s) + " s";
+      } else {
+        continue;
+      }
+      if (!storage_->finish_trial(t.id, TrialState::Fail, std::nullopt))
+        continue;  // another worker did
+      storage_->set_system_attr(t.id, "fail_reason", why);
+      const int retries = t.system_attrs.value("retries", 0);
+      if (retries < o.retry_failed) {
+        nlohmann::json params = nlohmann::json::object();
+        for (const auto& [name, p] : t.params) params[name] = p.value();
+        storage_->enqueue_trial(id_, params, {{"retry_of", t.number}, {"retries", retries + 1}});
+      }
+      if (o.log) *o.log << "trainkit tune: trial " << t.number << " failed: " << why << "\n";
+    }
+  }
+
+  void log_end(const OptimizeOptions& o, const FrozenTrial& t, TrialState state,
+               std::optional<double> value, const std::string& why, bool recorded) {
+    if (!o.log) return;
+    auto& out = *o.log;
+    out << "trainkit tune: trial " << t.number << " " << to_string(state);
+    if (value) out << " with value " << *value;
+    if (!why.empty()) out << " (" << why << ")";
+    out << " params " << detail::format_params(t);
+    if (!recorded) out << " [not recorded: another worker had failed it as lost]";
+    out << "\n";
+    out.flush();
+  }
+
+  StudyView view(const std::vector<FrozenTrial>& trials) const {
+    return StudyView{options_.direction, trials};
+  }
+
+  Active& active(const FrozenTrial& t) {
+    std::lock_guard lock(active_mutex_);
+    return *active_.at(t.id);
+  }
+
+  // detail::TrialDriver
+  double suggest(FrozenTrial& trial, const std::string& name, const Distribution& dist) override {
+    validate(name, dist);
+    if (const auto it = trial.params.find(name); it != trial.params.end()) {
+      if (!(it->second.distribution == dist)) {
+        throw Error("trainkit: trial " + std::to_string(trial.number) + " suggested \"" + name +
+                    "\" twice with different distributions: " +
+                    to_json(it->second.distribution).dump() + " and " + to_json(dist).dump());
+      }
+      return it->second.internal;
+    }
+    auto& a = active(trial);
+    for (const auto& t : a.snapshot) {
+      const auto p = t.params.find(name);
+      if (p != t.params.end() && !compatible(p->second.distribution, dist)) {
+        throw Error("trainkit: parameter \"" + name + "\" is " + to_json(dist).dump() +
+                    " here but was " + to_json(p->second.distribution).dump() + " in trial " +
+                    std::to_string(t.number) +
+                    "; a name keeps its kind (and its choices) in a study");
+      }
+    }
+    std::optional<double> x;
+    const auto fixed = trial.system_attrs.find("fixed_params");
+    if (fixed != trial.system_attrs.end() && fixed->contains(name)) {
+      x = internal(dist, fixed->at(name));
+      if (!x) {
+        throw Error("trainkit: enqueued value " + fixed->at(name).dump() + " of \"" + name +
+                    "\" is outside " + to_json(dist).dump());
+      }
+    } else if (const auto r = a.relative.find(name);
+               r != a.relative.end() && contains(dist, r->second)) {
+      x = r->second;
+    } else {
+      std::lock_guard lock(policy_mutex_);
+      x = sampler_.sample(view(a.snapshot), trial, name, dist);
+    }
+    const Param param{dist, *x};
+    storage_->set_param(trial.id, name, param);
+    trial.params[name] = param;
+    return *x;
+  }
+
+  void report(FrozenTrial& trial, double value, int64_t step) override {
+    trainkit::detail::require_option(step >= 0, "report.step", step, ">= 0");
+    storage_->report(trial.id, step, value);
+    trial.intermediate[step] = value;
+  }
+
+  std::optional<std::string> should_prune(FrozenTrial& trial) override {
+    std::lock_guard lock(policy_mutex_);
+    const auto all = storage_->trials(id_);  // fresh: other workers' progress counts
+    const auto before = trial.system_attrs;
+    auto why = pruner_.prune(view(all), trial);
+    for (const auto& [key, v] : trial.system_attrs.items()) {
+      if (!before.contains(key) || before.at(key) != v) storage_->set_system_attr(trial.id, key, v);
+    }
+    return why;
+  }
+
+  void set_user_attr(FrozenTrial& trial, const std::string& key, const nlohmann::json& v) override {
+    storage_->set_user_attr(trial.id, key, v);
+    trial.user_attrs[key] = v;
+  }
+
+  std::shared_ptr<Storage> storage_;
+  StudyOptions options_;
+  S sampler_;
+  P pruner_;
+  WorkerId worker_;
+  int64_t id_ = -1;
+  std::mutex policy_mutex_;  // samplers and pruners are called one at a time
+  std::mutex active_mutex_;
+  std::map<int64_t, Active*> active_;
+};
+
+}  // namespace trainkit::tune
