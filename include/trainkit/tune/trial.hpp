@@ -27,8 +27,8 @@ class TrialPruned : public std::runtime_error {
 };
 
 struct FloatOptions {
-  bool log = false;            ///< sample log(x) uniformly (low > 0)
-  std::optional<double> step;  ///< only low, low + step, ... (not with log)
+  bool log = false;              ///< sample log(x) uniformly (low > 0)
+  std::optional<double> step{};  ///< only low, low + step, ... (not with log)
 };
 
 struct IntOptions {
