@@ -35,5 +35,22 @@ PY
 else
   echo '# python3-torch not installed: skipping the PyTorch-in-Python baseline'
 fi
+# Hyperparameter search: regret of the samplers against Optuna's (only where
+# trainkit::tune was built, i.e. SQLite3 was found). GP on a smaller budget:
+# its per-trial cost (a GP fit) makes 20 x 100 take hours on 2 cores.
+if [ -x "$BUILD/bench/bench_tune_samplers" ]; then
+  "$BUILD/bench/bench_tune_samplers" --seeds 20 --trials 100 --samplers random,halton,tpe \
+    --json "$BUILD/tune_trainkit.json"
+  "$BUILD/bench/bench_tune_samplers" --seeds 10 --trials 50 --samplers gp \
+    --json "$BUILD/tune_trainkit_gp.json"
+  if /usr/bin/python3 -c 'import optuna' 2>/dev/null; then
+    /usr/bin/python3 bench/tune_optuna.py --seeds 20 --trials 100 --json "$BUILD/tune_optuna.json"
+    # Markdown tables, as comment lines.
+    /usr/bin/python3 bench/tune_compare.py "$BUILD/tune_trainkit.json" \
+      "$BUILD/tune_trainkit_gp.json" "$BUILD/tune_optuna.json" | sed 's/^/# /'
+  else
+    echo '# python3-optuna not installed: skipping the Optuna comparison'
+  fi
+fi
 # Debian's LibTorch layout (the CPU machines): skipped elsewhere.
 if [ -d /usr/include/torch/csrc/api/include ]; then bash bench/compile_time.sh; fi

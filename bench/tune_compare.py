@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""Regret tables (markdown) from bench_tune_samplers' and tune_optuna.py's
+JSON files: per function and sampler the median regret [quartiles] after 25,
+50 and 100 trials, then trainkit TPE and GP against Optuna's TPE and every
+sampler against random search, with the ratio of median regrets and one-sided
+Mann-Whitney U p-values (normal approximation with tie and continuity
+corrections, as scipy.stats.mannwhitneyu(method="asymptotic") computes it;
+scipy is not needed).
+
+  /usr/bin/python3 bench/tune_compare.py trainkit.json [more.json ...] optuna.json
+
+Several files may be given (e.g. the GP run on its own budget): they are merged,
+trainkit's samplers named tk_<sampler>, a later file's sampler replacing an
+earlier one's.
+"""
+import json
+import math
+import sys
+
+BUDGETS = (25, 50, 100)
+
+
+def load(paths):
+    merged = {}  # function -> {"optimum": x, sampler: {"best_so_far": [...], ...}}
+    for path in paths:
+        with open(path) as fh:
+            data = json.load(fh)
+        prefix = "tk_" if data.get("source") == "trainkit" else ""
+        for fname, per in data["results"].items():
+            into = merged.setdefault(fname, {"optimum": per["optimum"]})
+            for sname, res in per.items():
+                if sname != "optimum":
+                    into[prefix + sname] = res
+    return merged
+
+
+def regrets(res, optimum, budget):
+    """The seeds' regrets after `budget` trials, or None if a run was shorter."""
+    curves = res["best_so_far"]
+    if any(len(c) < budget for c in curves):
+        return None
+    return [c[budget - 1] - optimum for c in curves]
+
+
+def quantile(v, q):  # numpy's default (linear interpolation)
+    v = sorted(v)
+    pos = q * (len(v) - 1)
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(v) - 1)
+    return v[lo] + (pos - lo) * (v[hi] - v[lo])
+
+
+def normal_cdf(z):
+    return 0.5 * math.erfc(-z / math.sqrt(2))
+
+
+def mann_whitney(x, y):
+    """One-sided p-values (x stochastically smaller than y, x larger)."""
+    n1, n2 = len(x), len(y)
+    pooled = sorted([(v, 0) for v in x] + [(v, 1) for v in y])
+    ranks, ties, i = [0.0] * len(pooled), 0.0, 0
+    while i < len(pooled):  # average ranks over runs of equal values
+        j = i
+        while j + 1 < len(pooled) and pooled[j + 1][0] == pooled[i][0]:
+            j += 1
+        for k in range(i, j + 1):
+            ranks[k] = (i + j) / 2 + 1
+        t = j - i + 1
+        ties += t ** 3 - t
+        i = j + 1
+    r1 = sum(r for r, (_, g) in zip(ranks, pooled) if g == 0)
+    u1 = r1 - n1 * (n1 + 1) / 2
+    n = n1 + n2
+    mu = n1 * n2 / 2
+    var = n1 * n2 / 12 * ((n + 1) - ties / (n * (n - 1)))
+    if var <= 0:
+        return 1.0, 1.0
+    sd = math.sqrt(var)
+    return normal_cdf((u1 - mu + 0.5) / sd), 1 - normal_cdf((u1 - mu - 0.5) / sd)
+
+
+def fmt(v):
+    return f"{v:.3g}" if abs(v) >= 1e-3 or v == 0 else f"{v:.1e}"
+
+
+def fmt_p(p):
+    return f"{p:.3f}" if p >= 0.001 else "<0.001"
+
+
+def main():
+    if len(sys.argv) < 2:
+        sys.exit(__doc__)
+    data = load(sys.argv[1:])
+
+    print("| function | sampler | seeds x trials | regret @25 | regret @50 | regret @100 "
+          "| overhead ms/trial |")
+    print("|---|---|---|---|---|---|---|")
+    order = ["tk_random", "tk_halton", "tk_tpe", "tk_gp", "optuna_random", "optuna_tpe",
+             "optuna_gp"]
+    for fname, per in data.items():
+        names = sorted((s for s in per if s != "optimum"),
+                       key=lambda s: (order.index(s) if s in order else len(order), s))
+        for sname in names:
+            res = per[sname]
+            cells = []
+            for b in BUDGETS:
+                r = regrets(res, per["optimum"], b)
+                cells.append("—" if r is None else
+                             f"{fmt(quantile(r, 0.5))} [{fmt(quantile(r, 0.25))}, "
+                             f"{fmt(quantile(r, 0.75))}]")
+            shape = f"{len(res['best_so_far'])} x {len(res['best_so_far'][0])}"
+            print(f"| {fname} | {sname} | {shape} | " + " | ".join(cells) +
+                  f" | {res['overhead_ms_per_trial']:.2f} |")
+
+    pairs = [("tk_tpe", "optuna_tpe"), ("tk_gp", "optuna_tpe"), ("tk_gp", "optuna_gp"),
+             ("tk_tpe", "tk_random"), ("tk_halton", "tk_random"), ("tk_gp", "tk_random"),
+             ("optuna_tpe", "optuna_random"), ("tk_random", "optuna_random")]
+    print()
+    print("Ratio: median regret of A / of B (below 1: A better). p(A better), p(A worse): "
+          "one-sided Mann-Whitney U over the seeds.")
+    print()
+    print("| function | A vs B | budget | ratio | p(A better) | p(A worse) |")
+    print("|---|---|---|---|---|---|")
+    for fname, per in data.items():
+        for a, b in pairs:
+            if a not in per or b not in per:
+                continue
+            for budget in BUDGETS:
+                ra = regrets(per[a], per["optimum"], budget)
+                rb = regrets(per[b], per["optimum"], budget)
+                if ra is None or rb is None:
+                    continue
+                ma, mb = quantile(ra, 0.5), quantile(rb, 0.5)
+                ratio = ma / mb if mb > 0 else math.inf
+                p_better, p_worse = mann_whitney(ra, rb)
+                print(f"| {fname} | {a} vs {b} | {budget} | {ratio:.2f} | {fmt_p(p_better)} "
+                      f"| {fmt_p(p_worse)} |")
+
+
+if __name__ == "__main__":
+    main()
