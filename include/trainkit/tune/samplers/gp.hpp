@@ -1,0 +1,606 @@
+#pragma once
+// Gaussian-process Bayesian optimisation, after Optuna 4's GPSampler: once
+// `n_startup_trials` trials are complete, a GP (Matern 5/2, one lengthscale
+// per parameter, Hamming distance for categoricals) is fitted to the
+// complete trials of the intersection search space, and the next trial's
+// parameters are those that maximise log expected improvement over the best
+// value so far. LibTorch does the linear algebra and the gradients (double
+// precision, CPU). Every random draw comes from detail::Rng, never from
+// torch's global generator, so a seeded study replays exactly.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <numbers>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+// torch/types.h first: linalg.h and special.h rely on what it declares.
+#include <torch/types.h>
+
+#include <torch/autograd.h>
+#include <torch/linalg.h>
+#include <torch/optim/lbfgs.h>
+#include <torch/special.h>
+
+#include "trainkit/tune/detail/rng.hpp"
+#include "trainkit/tune/record.hpp"
+#include "trainkit/tune/samplers/random.hpp"
+
+namespace trainkit::tune {
+
+namespace detail {
+
+/// Matern 5/2 of a squared, lengthscale-scaled distance d:
+/// exp(-sqrt(5d)) (1 + sqrt(5d) + 5d/3). The derivative in d is written out
+/// because autograd through sqrt gives 0 * inf = nan at d = 0 (a training
+/// point against itself).
+struct Matern52 : torch::autograd::Function<Matern52> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, torch::Tensor d) {
+    const auto s = torch::sqrt(5.0 * d);
+    const auto e = torch::exp(-s);
+    ctx->save_for_backward({-5.0 / 6.0 * (s + 1.0) * e});
+    return e * (5.0 / 3.0 * d + s + 1.0);
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad) {
+    return {ctx->get_saved_variables()[0] * grad[0]};
+  }
+};
+
+/// log E[max(0, z + e)], e ~ N(0, 1), i.e. log(z Phi(z) + phi(z)), stable
+/// far below the incumbent (Ament et al. 2023, "Unexpected improvements to
+/// expected improvement", eq. 9). Both branches see clamped inputs so the
+/// one not taken has finite gradients (torch::where would pass on a nan).
+inline torch::Tensor standard_log_ei(const torch::Tensor& z) {
+  constexpr double sqrt_half = 0.70710678118654752440;
+  constexpr double inv_sqrt_2pi = 0.39894228040143267794;
+  constexpr double sqrt_half_pi = 1.25331413731550025121;
+  constexpr double log_sqrt_2pi = 0.91893853320467274178;
+  constexpr double cut = -25;
+  const auto z1 = z.clamp_min(cut);
+  const auto direct = torch::log(0.5 * z1 * torch::special::erfc(-sqrt_half * z1) +
+                                 torch::exp(-0.5 * z1 * z1) * inv_sqrt_2pi);
+  const auto z2 = z.clamp_max(cut);
+  const auto tail = -0.5 * z2 * z2 - log_sqrt_2pi +
+                    torch::log1p(sqrt_half_pi * z2 * torch::special::erfcx(-sqrt_half * z2));
+  return torch::where(z < cut, tail, direct);
+}
+
+/// log E[max(0, y - f0)] for y ~ N(mean, var) (var > 0): log expected
+/// improvement over f0 when maximising.
+inline torch::Tensor log_ei(const torch::Tensor& mean, const torch::Tensor& var, double f0) {
+  const auto sigma = torch::sqrt(var);
+  return standard_log_ei((mean - f0) / sigma) + torch::log(sigma);
+}
+
+/// E[max(0, y - f0)] for y ~ N(mean, var).
+inline torch::Tensor expected_improvement(const torch::Tensor& mean, const torch::Tensor& var,
+                                          double f0) {
+  return torch::exp(log_ei(mean, var, f0));
+}
+
+/// The kernel's hyperparameters: k(a, b) = kernel_scale *
+/// matern52(sum_j isl_j * dist_j(a, b)^2), plus noise_var on the diagonal of
+/// the training covariance.
+struct KernelParams {
+  std::vector<double> inverse_squared_lengthscales;  ///< one per column; empty: all 1
+  double kernel_scale = 1;
+  double noise_var = 1;
+};
+
+struct GpFitOptions {
+  double minimum_noise = 1e-6;           ///< noise_var >= this: a well-conditioned Cholesky
+  bool deterministic_objective = false;  ///< noise_var fixed at minimum_noise
+  int64_t max_iter = 200;                ///< L-BFGS iterations
+  double gtol = 1e-2;                    ///< stop when every |gradient| <= this (Optuna's)
+};
+
+/// A zero-mean GP regressor on normalised inputs. Categorical columns hold
+/// choice indices and contribute 1 to the squared distance when they differ.
+class GaussianProcess {
+ public:
+  /// x: (n, d), y: (n); both converted to double.
+  GaussianProcess(torch::Tensor x, torch::Tensor y, std::vector<bool> is_categorical = {},
+                  KernelParams params = {})
+      : x_(x.to(torch::kDouble).contiguous()), y_(y.to(torch::kDouble).reshape({-1})) {
+    const int64_t d = x_.size(1);
+    if (is_categorical.empty()) is_categorical.assign(static_cast<size_t>(d), false);
+    if (static_cast<int64_t>(is_categorical.size()) != d || y_.size(0) != x_.size(0))
+      throw std::invalid_argument("trainkit: GaussianProcess: x is (n, d), y (n), d flags");
+    std::vector<uint8_t> flags(is_categorical.begin(), is_categorical.end());
+    categorical_ = torch::tensor(flags, torch::kBool);
+    any_categorical_ = std::any_of(flags.begin(), flags.end(), [](uint8_t f) { return f != 0; });
+    torch::NoGradGuard no_grad;
+    train_sqd_ = squared_distance(x_, x_);
+    set_params(std::move(params));
+  }
+
+  int64_t dim() const { return x_.size(1); }
+  const KernelParams& params() const { return params_; }
+  /// Sets the hyperparameters (the Cholesky factor is recomputed).
+  void set_params(KernelParams p) {
+    if (p.inverse_squared_lengthscales.empty())
+      p.inverse_squared_lengthscales.assign(static_cast<size_t>(dim()), 1.0);
+    if (static_cast<int64_t>(p.inverse_squared_lengthscales.size()) != dim())
+      throw std::invalid_argument("trainkit: GaussianProcess: one lengthscale per column");
+    params_ = std::move(p);
+    isl_ = torch::tensor(params_.inverse_squared_lengthscales, torch::kDouble);
+    scale_ = torch::tensor(params_.kernel_scale, torch::kDouble);
+    noise_ = torch::tensor(params_.noise_var, torch::kDouble);
+    torch::NoGradGuard no_grad;
+    auto cov =
+        kernel_of(train_sqd_, isl_, scale_) + noise_ * torch::eye(x_.size(0), torch::kDouble);
+    chol_ = torch::linalg::cholesky(cov);
+    alpha_ = solve_cholesky(chol_, y_.unsqueeze(-1)).squeeze(-1);
+  }
+  std::vector<double> lengthscales() const {
+    std::vector<double> out;
+    for (double isl : params_.inverse_squared_lengthscales) out.push_back(1 / std::sqrt(isl));
+    return out;
+  }
+
+  /// Prior covariance between the rows of a (m, d) and of b (k, d): (m, k).
+  torch::Tensor kernel(const torch::Tensor& a, const torch::Tensor& b) const {
+    return kernel_of(squared_distance(a, b), isl_, scale_);
+  }
+
+  /// Posterior mean and variance of f at the rows of x ((m, d), or (d) for
+  /// one point); differentiable in x when x requires grad.
+  std::pair<torch::Tensor, torch::Tensor> posterior(const torch::Tensor& x) const {
+    const auto xs = x.dim() == 1 ? x.unsqueeze(0) : x;
+    const auto k = kernel(xs, x_);  // (m, n)
+    auto mean = k.matmul(alpha_);
+    // k K^-1 k^T = |L^-1 k^T|^2 column by column, with K = L L^T.
+    const auto v = torch::linalg::solve_triangular(chol_, k.t(), /*upper=*/false, /*left=*/true,
+                                                   /*unitriangular=*/false);
+    auto var = (scale_ - v.square().sum(0)).clamp_min(0.0);
+    if (x.dim() == 1) return {mean.squeeze(0), var.squeeze(0)};
+    return {mean, var};
+  }
+
+  /// log p(y | x, params), the Gaussian marginal likelihood.
+  double log_marginal_likelihood() const {
+    torch::NoGradGuard no_grad;
+    return log_marginal_likelihood(isl_, scale_, noise_).item<double>();
+  }
+  /// Optuna's log prior of the hyperparameters (up to a constant).
+  double log_prior() const {
+    torch::NoGradGuard no_grad;
+    return log_prior(isl_, scale_, noise_).item<double>();
+  }
+
+  /// Maximises log marginal likelihood + log prior over the log of the
+  /// hyperparameters with L-BFGS, starting from the current ones. A failed
+  /// evaluation (no Cholesky factor) ends the search; the best point seen is
+  /// kept, and the defaults when even the start failed.
+  void fit(const GpFitOptions& o = {}) {
+    torch::AutoGradMode grad_on(true);
+    const int64_t d = dim();
+    const bool fixed_noise = o.deterministic_objective;
+    std::vector<double> init;
+    for (double isl : params_.inverse_squared_lengthscales) init.push_back(std::log(isl));
+    init.push_back(std::log(params_.kernel_scale));
+    // Noise is minimum_noise + exp(raw); start just above the floor at worst.
+    if (!fixed_noise)
+      init.push_back(
+          std::log(std::max(params_.noise_var - o.minimum_noise, 0.01 * o.minimum_noise)));
+    auto raw = torch::tensor(init, torch::kDouble).requires_grad_(true);
+    const auto noise_floor = torch::tensor(o.minimum_noise, torch::kDouble);
+
+    struct Unpacked {
+      torch::Tensor isl, scale, noise;
+    };
+    auto unpack = [&](const torch::Tensor& r) {
+      return Unpacked{torch::exp(r.slice(0, 0, d)), torch::exp(r[d]),
+                      fixed_noise ? noise_floor : torch::exp(r[d + 1]) + noise_floor};
+    };
+    struct NonFinite : std::runtime_error {
+      NonFinite() : std::runtime_error("non-finite") {}
+    };
+
+    double best_loss = std::numeric_limits<double>::infinity();
+    auto best_raw = raw.detach().clone();
+    torch::optim::LBFGS lbfgs({raw}, torch::optim::LBFGSOptions(1.0)
+                                         .max_iter(o.max_iter)
+                                         .tolerance_grad(o.gtol)
+                                         .tolerance_change(1e-9)
+                                         .history_size(10)
+                                         .line_search_fn(std::string("strong_wolfe")));
+    auto closure = [&]() -> torch::Tensor {
+      lbfgs.zero_grad();
+      const auto p = unpack(raw);
+      auto loss =
+          -(log_marginal_likelihood(p.isl, p.scale, p.noise) + log_prior(p.isl, p.scale, p.noise));
+      const double value = loss.item<double>();
+      if (!std::isfinite(value)) throw NonFinite();
+      loss.backward();
+      if (value < best_loss) {
+        best_loss = value;
+        best_raw = raw.detach().clone();
+      }
+      return loss;
+    };
+    try {
+      lbfgs.step(closure);
+    } catch (const std::exception&) {  // c10::Error from Cholesky, or NonFinite: keep the best
+    }
+    KernelParams fitted;
+    if (std::isfinite(best_loss)) {
+      torch::NoGradGuard no_grad;
+      const auto p = unpack(best_raw);
+      const auto isl = p.isl.contiguous();
+      fitted.inverse_squared_lengthscales.assign(isl.data_ptr<double>(),
+                                                 isl.data_ptr<double>() + d);
+      fitted.kernel_scale = p.scale.item<double>();
+      fitted.noise_var = p.noise.item<double>();
+    }
+    try {
+      set_params(std::move(fitted));
+    } catch (const std::exception&) {
+      set_params({});  // noise 1: always factorisable
+    }
+  }
+
+ private:
+  // Squared differences, (..., m, k, d); 0/1 for categorical columns.
+  torch::Tensor squared_distance(const torch::Tensor& a, const torch::Tensor& b) const {
+    auto sqd = (a.unsqueeze(-2) - b.unsqueeze(-3)).square();
+    if (any_categorical_) sqd = torch::where(categorical_, (sqd > 0).to(torch::kDouble), sqd);
+    return sqd;
+  }
+  static torch::Tensor kernel_of(const torch::Tensor& sqd, const torch::Tensor& isl,
+                                 const torch::Tensor& scale) {
+    return Matern52::apply(sqd.matmul(isl)) * scale;
+  }
+  // X with L L^T X = B.
+  static torch::Tensor solve_cholesky(const torch::Tensor& l, const torch::Tensor& b) {
+    const auto u = torch::linalg::solve_triangular(l, b, /*upper=*/false, true, false);
+    return torch::linalg::solve_triangular(l.t(), u, /*upper=*/true, true, false);
+  }
+  torch::Tensor log_marginal_likelihood(const torch::Tensor& isl, const torch::Tensor& scale,
+                                        const torch::Tensor& noise) const {
+    const int64_t n = x_.size(0);
+    const auto cov = kernel_of(train_sqd_, isl, scale) + noise * torch::eye(n, torch::kDouble);
+    const auto l = torch::linalg::cholesky(cov);
+    const auto u =
+        torch::linalg::solve_triangular(l, y_.unsqueeze(-1), false, true, false).squeeze(-1);
+    // log det K = 2 sum log diag L
+    return -l.diagonal().log().sum() - 0.5 * u.dot(u) -
+           0.5 * static_cast<double>(n) * std::log(2 * std::numbers::pi);
+  }
+  // Optuna's heuristic priors: a penalty on very long and very short
+  // lengthscales, Gamma(2, 1) on the scale, Gamma(1.1, 30) on the noise.
+  static torch::Tensor log_prior(const torch::Tensor& isl, const torch::Tensor& scale,
+                                 const torch::Tensor& noise) {
+    auto gamma = [](const torch::Tensor& v, double concentration, double rate) {
+      return (concentration - 1) * torch::log(v) - rate * v;
+    };
+    return -(0.1 / isl + 0.1 * isl).sum() + gamma(scale, 2, 1) + gamma(noise, 1.1, 30);
+  }
+
+  torch::Tensor x_, y_, categorical_, train_sqd_;
+  bool any_categorical_ = false;
+  KernelParams params_;
+  torch::Tensor isl_, scale_, noise_, chol_, alpha_;
+};
+
+/// One parameter of the GP's search space and its map to the unit box: a
+/// float on its (log) scale; an int or stepped float with each grid point
+/// owning an equal share (bounds widened by half a step, as Optuna does); a
+/// categorical as its choice index, unnormalised (only equality matters).
+struct GpAxis {
+  const Distribution* dist = nullptr;
+  bool categorical = false;
+  bool log = false;
+  bool discrete = false;
+  double lo = 0, hi = 1;
+  int64_t n_choices = 0;
+
+  explicit GpAxis(const Distribution& d) : dist(&d) {
+    if (const auto* f = std::get_if<FloatDistribution>(&d)) {
+      log = f->log;
+      discrete = f->step.has_value();
+      if (log) {
+        lo = std::log(f->low), hi = std::log(f->high);
+      } else if (discrete) {
+        lo = f->low - 0.5 * *f->step;
+        hi = grid_top(f->low, f->high, *f->step) + 0.5 * *f->step;
+      } else {
+        lo = f->low, hi = f->high;
+      }
+    } else if (const auto* i = std::get_if<IntDistribution>(&d)) {
+      log = i->log;
+      discrete = true;
+      const double s = static_cast<double>(i->step);
+      const double top = static_cast<double>(i->low + (i->high - i->low) / i->step * i->step);
+      lo =
+          log ? std::log(static_cast<double>(i->low) - 0.5) : static_cast<double>(i->low) - 0.5 * s;
+      hi = log ? std::log(top + 0.5) : top + 0.5 * s;
+    } else {
+      categorical = true;
+      n_choices = static_cast<int64_t>(std::get<CategoricalDistribution>(d).choices.size());
+    }
+  }
+  double normalize(double internal) const {
+    if (categorical) return internal;
+    const double t = log ? std::log(internal) : internal;
+    return hi > lo ? (t - lo) / (hi - lo) : 0.5;
+  }
+  /// The value `dist` takes nearest to unit-box coordinate x.
+  double to_internal(double x) const {
+    if (categorical) return std::clamp(std::round(x), 0.0, static_cast<double>(n_choices - 1));
+    const double t = lo + std::clamp(x, 0.0, 1.0) * (hi - lo);
+    return snap(*dist, log ? std::exp(t) : t);
+  }
+  /// x moved onto the grid (the identity for a continuous float).
+  double snap_unit(double x) const {
+    if (categorical || discrete) return normalize(to_internal(x));
+    return std::clamp(x, 0.0, 1.0);
+  }
+};
+
+/// Whether `d` has a single value (nothing to model).
+inline bool single_valued(const Distribution& d) {
+  if (const auto c = cardinality(d)) return *c <= 1;
+  const auto& f = std::get<FloatDistribution>(d);
+  return f.low == f.high;
+}
+
+}  // namespace detail
+
+namespace sampler {
+
+struct GpOptions {
+  uint64_t seed = 0;
+  int64_t n_startup_trials = 10;         ///< complete trials drawn at random before the GP
+  bool deterministic_objective = false;  ///< fix the GP's noise at its floor
+  int64_t n_candidates = 2048;           ///< quasi-random points the acquisition is evaluated at
+  int64_t n_local_search = 10;           ///< of which this many (with the best trial) are ascended
+  int64_t n_ascent_steps = 100;          ///< gradient-ascent (Adam) steps per local search
+  double minimum_noise = 1e-6;           ///< the GP's noise-variance floor
+};
+
+/// Optuna-4-style GP sampler: relative sampling over the intersection search
+/// space, log-EI acquisition; startup trials and parameters outside the
+/// relative space are uniform draws (as sampler::Random with the same seed).
+class Gp {
+ public:
+  explicit Gp(GpOptions o = {}) : options_(o) {
+    using trainkit::detail::require_option;
+    require_option(o.n_startup_trials >= 0, "GpOptions.n_startup_trials", o.n_startup_trials,
+                   ">= 0");
+    require_option(o.n_candidates >= 1, "GpOptions.n_candidates", o.n_candidates, ">= 1");
+    require_option(o.n_local_search >= 1, "GpOptions.n_local_search", o.n_local_search, ">= 1");
+    require_option(o.n_ascent_steps >= 0, "GpOptions.n_ascent_steps", o.n_ascent_steps, ">= 0");
+    require_option(o.minimum_noise > 0, "GpOptions.minimum_noise", o.minimum_noise, "> 0");
+  }
+
+  double sample(const StudyView&, const FrozenTrial& trial, const std::string& name,
+                const Distribution& dist) const {
+    detail::Rng rng(options_.seed, trial.number, name);
+    return detail::from_unit(dist, rng.uniform());
+  }
+
+  std::map<std::string, double> sample_relative(const StudyView& view,
+                                                const FrozenTrial& trial) const {
+    SearchSpace space = intersection_search_space(view);
+    std::erase_if(space, [](const auto& kv) { return detail::single_valued(kv.second); });
+    const auto complete = view.with_state(TrialState::Complete);
+    if (space.empty() || complete.empty() ||
+        static_cast<int64_t>(complete.size()) < options_.n_startup_trials)
+      return {};
+
+    std::vector<std::string> names;
+    std::vector<detail::GpAxis> axes;
+    std::vector<bool> is_categorical;
+    for (const auto& [name, dist] : space) {
+      names.push_back(name);
+      axes.emplace_back(dist);
+      is_categorical.push_back(axes.back().categorical);
+    }
+    const auto n = static_cast<int64_t>(complete.size());
+    const auto d = static_cast<int64_t>(axes.size());
+
+    // Inputs in the unit box; values standardised and turned to maximisation.
+    std::vector<double> xs, ys;
+    const double sign = view.direction == Direction::Minimize ? -1 : 1;
+    for (const auto* t : complete) {
+      for (size_t j = 0; j < axes.size(); ++j)
+        xs.push_back(axes[j].normalize(t->params.at(names[j]).internal));
+      ys.push_back(sign * *t->value);
+    }
+    double mean = 0, var = 0;
+    for (double y : ys) mean += y / static_cast<double>(n);
+    for (double y : ys) var += (y - mean) * (y - mean) / static_cast<double>(n);
+    const double sd = std::max(std::sqrt(var), 1e-10);
+    for (double& y : ys) y = (y - mean) / sd;
+    const auto best_trial = std::max_element(ys.begin(), ys.end()) - ys.begin();
+    const double incumbent = ys[static_cast<size_t>(best_trial)];
+
+    const auto x_train = torch::tensor(xs, torch::kDouble).reshape({n, d});
+    detail::GaussianProcess gp(x_train, torch::tensor(ys, torch::kDouble), is_categorical);
+    gp.fit({.minimum_noise = options_.minimum_noise,
+            .deterministic_objective = options_.deterministic_objective});
+    auto acquisition = [&](const torch::Tensor& x) {
+      auto [m, v] = gp.posterior(x);
+      return detail::log_ei(m, v + 1e-12, incumbent);  // the 1e-12 keeps sqrt' finite
+    };
+
+    detail::Rng rng(options_.seed, trial.number, "gp:acquisition");
+    const auto best = maximize(acquisition, gp, axes, x_train[best_trial], rng);
+    std::map<std::string, double> out;
+    const auto b = best.contiguous();
+    for (size_t j = 0; j < axes.size(); ++j)
+      out[names[j]] = axes[j].to_internal(b.data_ptr<double>()[j]);
+    return out;
+  }
+
+  const GpOptions& options() const { return options_; }
+
+ private:
+  // The acquisition's argmax in the unit box: the best of n_candidates
+  // quasi-random points, then projected Adam ascent from it, from others
+  // picked in proportion to exp(acquisition) (Optuna's roulette) and from
+  // the best trial; discrete coordinates snapped, categoricals swept.
+  template <class Acq>
+  torch::Tensor maximize(const Acq& acquisition, const detail::GaussianProcess& gp,
+                         const std::vector<detail::GpAxis>& axes, const torch::Tensor& best_trial,
+                         detail::Rng& rng) const {
+    const auto d = static_cast<int64_t>(axes.size());
+    const int64_t n = options_.n_candidates;
+    const auto candidates =
+        torch::tensor(quasi_random(axes, n, rng), torch::kDouble).reshape({n, d});
+    torch::Tensor scores;
+    {
+      torch::NoGradGuard no_grad;
+      scores = acquisition(candidates).contiguous();
+    }
+    const double* f = scores.data_ptr<double>();
+    int64_t top = 0;
+    for (int64_t i = 1; i < n; ++i)
+      if (f[i] > f[top] || !std::isfinite(f[top])) top = i;
+    std::vector<int64_t> starts{top};
+    std::vector<double> weights(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+      const double w = std::exp(f[i] - f[top]);
+      weights[static_cast<size_t>(i)] = i == top || !std::isfinite(w) ? 0 : w;
+    }
+    for (int64_t k = 0; k + 2 < options_.n_local_search; ++k) {
+      double total = 0;
+      for (double w : weights) total += w;
+      if (!(total > 0)) break;
+      double r = rng.uniform() * total;
+      int64_t pick = 0;
+      while (pick + 1 < n && (r -= weights[static_cast<size_t>(pick)]) >= 0) ++pick;
+      while (weights[static_cast<size_t>(pick)] == 0) --pick;  // rounding ran past the last
+      weights[static_cast<size_t>(pick)] = 0;
+      starts.push_back(pick);
+    }
+    auto x0 = candidates.index_select(0, torch::tensor(starts, torch::kLong));
+    if (options_.n_local_search >= 2) x0 = torch::cat({x0, best_trial.unsqueeze(0)});
+
+    auto ascended = ascend(acquisition, gp, axes, x0);
+    ascended = snap_rows(axes, ascended);
+    ascended = sweep_categoricals(acquisition, axes, ascended);
+    const auto pool = torch::cat({candidates[top].unsqueeze(0), ascended});
+    torch::NoGradGuard no_grad;
+    return pool[acquisition(pool).argmax().template item<int64_t>()];
+  }
+
+  // Projected Adam ascent in coordinates scaled by the lengthscales (z =
+  // x / l), where the kernel is isotropic and one step size suits every
+  // parameter; the best point each start visited is kept.
+  template <class Acq>
+  torch::Tensor ascend(const Acq& acquisition, const detail::GaussianProcess& gp,
+                       const std::vector<detail::GpAxis>& axes, const torch::Tensor& x0) const {
+    std::vector<uint8_t> cat_flags;
+    for (const auto& a : axes) cat_flags.push_back(a.categorical);
+    const auto fixed = torch::tensor(cat_flags, torch::kBool);
+    const auto l = torch::tensor(gp.lengthscales(), torch::kDouble);
+    const auto z_max = 1.0 / l;
+    torch::AutoGradMode grad_on(true);
+    auto z = (x0 / l).detach();
+    auto m = torch::zeros_like(z), v = torch::zeros_like(z);
+    auto best_x = x0.clone();
+    torch::Tensor best_f;
+    {
+      torch::NoGradGuard no_grad;
+      best_f = acquisition(x0);
+    }
+    constexpr double beta1 = 0.9, beta2 = 0.999, lr0 = 0.1, lr1 = 1e-3;
+    const int64_t steps = options_.n_ascent_steps;
+    for (int64_t t = 1; t <= steps; ++t) {
+      auto zt = z.clone().requires_grad_(true);
+      const auto x = torch::where(fixed, x0, zt * l);
+      const auto fx = acquisition(x);
+      fx.sum().backward();
+      torch::NoGradGuard no_grad;
+      const auto improved = fx.detach() > best_f;
+      best_f = torch::where(improved, fx.detach(), best_f);
+      best_x = torch::where(improved.unsqueeze(-1), x.detach(), best_x);
+      const auto g = zt.grad();
+      m = beta1 * m + (1 - beta1) * g;
+      v = beta2 * v + (1 - beta2) * g * g;
+      const double lr =
+          lr0 * std::pow(lr1 / lr0, static_cast<double>(t - 1) / static_cast<double>(steps));
+      const auto m_hat = m / (1 - std::pow(beta1, static_cast<double>(t)));
+      const auto v_hat = v / (1 - std::pow(beta2, static_cast<double>(t)));
+      z = torch::min(torch::max(z + lr * m_hat / (v_hat.sqrt() + 1e-12), torch::zeros_like(z)),
+                     z_max.expand_as(z));
+    }
+    if (steps > 0) {
+      torch::NoGradGuard no_grad;
+      const auto x = torch::where(fixed, x0, z * l);
+      const auto fx = acquisition(x);
+      best_x = torch::where((fx > best_f).unsqueeze(-1), x, best_x);
+    }
+    return best_x;
+  }
+
+  static torch::Tensor snap_rows(const std::vector<detail::GpAxis>& axes, const torch::Tensor& x) {
+    auto out = x.contiguous().clone();
+    double* p = out.data_ptr<double>();
+    const auto d = static_cast<int64_t>(axes.size());
+    for (int64_t i = 0; i < out.size(0); ++i)
+      for (int64_t j = 0; j < d; ++j)
+        p[i * d + j] = axes[static_cast<size_t>(j)].snap_unit(p[i * d + j]);
+    return out;
+  }
+
+  // Each categorical in turn set to its best choice, row by row (gradients
+  // cannot move a choice index).
+  template <class Acq>
+  static torch::Tensor sweep_categoricals(const Acq& acquisition,
+                                          const std::vector<detail::GpAxis>& axes,
+                                          torch::Tensor x) {
+    torch::NoGradGuard no_grad;
+    const int64_t rows = x.size(0);
+    for (size_t j = 0; j < axes.size(); ++j) {
+      if (!axes[j].categorical || axes[j].n_choices < 2) continue;
+      const int64_t k = axes[j].n_choices;
+      auto tried = x.repeat_interleave(k, 0);  // row r's copies at r*k ... r*k + k-1
+      tried.select(1, static_cast<int64_t>(j)).copy_(torch::arange(k, torch::kDouble).repeat(rows));
+      const auto pick = acquisition(tried).reshape({rows, k}).argmax(1);
+      x = x.clone();
+      x.select(1, static_cast<int64_t>(j)).copy_(pick.to(torch::kDouble));
+    }
+    return x;
+  }
+
+  // A Kronecker (generalised golden ratio) sequence, randomly shifted: low
+  // discrepancy in any dimension without tables (Roberts 2018's R_d), mapped
+  // onto each axis's grid.
+  static std::vector<double> quasi_random(const std::vector<detail::GpAxis>& axes, int64_t n,
+                                          detail::Rng& rng) {
+    const auto d = axes.size();
+    double phi = 2;  // the root of phi^(d+1) = phi + 1
+    for (int k = 0; k < 64; ++k) phi = std::pow(1 + phi, 1.0 / static_cast<double>(d + 1));
+    std::vector<double> alpha(d), shift(d);
+    for (size_t j = 0; j < d; ++j) {
+      alpha[j] = std::fmod(std::pow(1 / phi, static_cast<double>(j + 1)), 1.0);
+      shift[j] = rng.uniform();
+    }
+    std::vector<double> out;
+    out.reserve(static_cast<size_t>(n) * d);
+    for (int64_t i = 0; i < n; ++i) {
+      for (size_t j = 0; j < d; ++j) {
+        double u = shift[j] + static_cast<double>(i + 1) * alpha[j];
+        u -= std::floor(u);
+        const auto& a = axes[j];
+        out.push_back(a.categorical ? std::min(std::floor(u * static_cast<double>(a.n_choices)),
+                                               static_cast<double>(a.n_choices - 1))
+                                    : a.snap_unit(u));
+      }
+    }
+    return out;
+  }
+
+  GpOptions options_;
+};
+
+}  // namespace sampler
+}  // namespace trainkit::tune
