@@ -1,6 +1,7 @@
 """Conan 2 recipe for trainkit (header-only).
 
 From a checkout:  conan create packaging/conan --build=missing -s compiler.cppstd=20
+With the hyperparameter search (trainkit::tune):  add -o "trainkit/*:with_tune=True"
 The sources are the checkout itself (exported from the repository root)."""
 import os
 import re
@@ -26,8 +27,10 @@ class TrainkitConan(ConanFile):
     settings = "os", "arch", "compiler", "build_type"
     # with_cuda: define TRAINKIT_HAS_CUDA (CUDA paths, CUDA RNG state in
     # checkpoints); "auto" follows the libtorch package's own CUDA option.
-    options = {"with_cuda": ["auto", True, False]}
-    default_options = {"with_cuda": "auto"}
+    # with_tune: the hyperparameter search, component `tune` (target
+    # trainkit::tune), with SQLite and libpq; off, nothing of it is required.
+    options = {"with_cuda": ["auto", True, False], "with_tune": [True, False]}
+    default_options = {"with_cuda": "auto", "with_tune": False}
     no_copy_source = True
 
     def set_version(self):
@@ -51,6 +54,10 @@ class TrainkitConan(ConanFile):
         self.requires("libtorch/[>=1.13 <3]", transitive_headers=True)
         self.requires("nlohmann_json/[>=3.10 <4]", transitive_headers=True)
         self.requires("zlib/[>=1.2.11 <2]", transitive_headers=True)
+        if self.options.with_tune:
+            # tune/sqlite.hpp and tune/postgres.hpp include their C headers
+            self.requires("sqlite3/[>=3.35 <4]", transitive_headers=True)
+            self.requires("libpq/[>=14 <18]", transitive_headers=True)
 
     @property
     def _compilers_minimum_version(self):
@@ -77,8 +84,10 @@ class TrainkitConan(ConanFile):
     def package(self):
         copy(self, "LICENSE", src=self.source_folder,
              dst=os.path.join(self.package_folder, "licenses"))
+        # Without with_tune, no header of the search: it could not compile.
+        excludes = () if self.options.with_tune else ("trainkit/tune/*", "trainkit/tune.hpp")
         copy(self, "*.hpp", src=os.path.join(self.source_folder, "include"),
-             dst=os.path.join(self.package_folder, "include"))
+             dst=os.path.join(self.package_folder, "include"), excludes=excludes)
 
     def _libtorch_has_cuda(self):
         if str(self.options.with_cuda) != "auto":
@@ -90,16 +99,28 @@ class TrainkitConan(ConanFile):
                    for name in ("with_cuda", "cuda", "use_cuda"))
 
     def package_info(self):
-        self.cpp_info.bindirs = []
-        self.cpp_info.libdirs = []
         self.cpp_info.set_property("cmake_file_name", "trainkit")
-        self.cpp_info.set_property("cmake_target_name", "trainkit::trainkit")
         self.cpp_info.set_property("pkg_config_name", "trainkit")
+        # Components, so that trainkit::trainkit links only the core's
+        # requirements and trainkit::tune adds SQLite and libpq, as in CMake.
+        core = self.cpp_info.components["trainkit"]
+        core.bindirs = []
+        core.libdirs = []
+        core.set_property("cmake_target_name", "trainkit::trainkit")
+        core.set_property("pkg_config_name", "trainkit")
+        core.requires = ["libtorch::libtorch", "nlohmann_json::nlohmann_json", "zlib::zlib"]
         if self._libtorch_has_cuda():
             # what CMake's find_package(trainkit) defines for a CUDA LibTorch
-            self.cpp_info.defines = ["TRAINKIT_HAS_CUDA=1"]
+            core.defines = ["TRAINKIT_HAS_CUDA=1"]
         if self.settings.os in ("Linux", "FreeBSD"):
             # at::parallel_for in LibTorch's headers is an OpenMP loop
-            self.cpp_info.cxxflags = ["-fopenmp"]
-            self.cpp_info.sharedlinkflags = ["-fopenmp"]
-            self.cpp_info.exelinkflags = ["-fopenmp"]
+            core.cxxflags = ["-fopenmp"]
+            core.sharedlinkflags = ["-fopenmp"]
+            core.exelinkflags = ["-fopenmp"]
+        if self.options.with_tune:
+            tune = self.cpp_info.components["tune"]
+            tune.bindirs = []
+            tune.libdirs = []
+            tune.set_property("cmake_target_name", "trainkit::tune")
+            tune.set_property("pkg_config_name", "trainkit-tune")
+            tune.requires = ["trainkit", "sqlite3::sqlite3", "libpq::libpq"]

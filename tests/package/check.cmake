@@ -16,22 +16,53 @@ endfunction()
 
 set(consumer "${CMAKE_CURRENT_LIST_DIR}/consumer")
 set(configure ${CMAKE_COMMAND} -S "${consumer}" -G "${GENERATOR}" -DCMAKE_BUILD_TYPE=Release)
+# The search (trainkit::tune) is built where SQLite3 is found: the build tree
+# exports it then, and the consumer also builds and runs a search.
+if(EXISTS "${BUILD}/trainkitTuneTargets.cmake")
+  set(tune ON)
+else()
+  set(tune OFF)
+  message(STATUS "this build has no trainkit::tune (no SQLite3): the search is not checked")
+endif()
 
 if(MODE MATCHES "^find_package")
   set(prefix "${WORK}/prefix")
   run(${CMAKE_COMMAND} --install "${BUILD}" --prefix "${prefix}")
-  foreach(f include/trainkit/trainkit.hpp include/trainkit/io/tfevents.hpp
-            share/cmake/trainkit/trainkitConfig.cmake
-            share/cmake/trainkit/trainkitConfigVersion.cmake
-            share/cmake/trainkit/trainkitTargets.cmake share/doc/trainkit/LICENSE)
+  set(installed include/trainkit/trainkit.hpp include/trainkit/io/tfevents.hpp
+      share/cmake/trainkit/trainkitConfig.cmake share/cmake/trainkit/trainkitConfigVersion.cmake
+      share/cmake/trainkit/trainkitTargets.cmake share/doc/trainkit/LICENSE)
+  if(tune)
+    list(APPEND installed include/trainkit/tune.hpp include/trainkit/tune/study.hpp
+         share/cmake/trainkit/trainkitTuneTargets.cmake)
+  endif()
+  foreach(f IN LISTS installed)
     if(NOT EXISTS "${prefix}/${f}")
       message(FATAL_ERROR "cmake --install did not install ${f}")
     endif()
   endforeach()
-  # trainkit.pc has a Libs line: <libdir>/pkgconfig, not share/pkgconfig.
+  # The core's export names no SQLite or libpq target: users who do not
+  # search need neither.
+  file(READ "${prefix}/share/cmake/trainkit/trainkitTargets.cmake" targets)
+  if(targets MATCHES "SQLite|PostgreSQL|tune")
+    message(FATAL_ERROR "the installed trainkitTargets.cmake names the search or its "
+                        "dependencies; they belong in trainkitTuneTargets.cmake")
+  endif()
+  # trainkit.pc has a Libs line: <libdir>/pkgconfig, not share/pkgconfig;
+  # trainkit-tune.pc (the search) beside it.
   file(GLOB_RECURSE pc RELATIVE "${prefix}" "${prefix}/*.pc")
-  if(NOT pc MATCHES "^lib[^;]*/pkgconfig/trainkit.pc$")
-    message(FATAL_ERROR "trainkit.pc must be installed alone in <libdir>/pkgconfig; found: ${pc}")
+  list(SORT pc)  # trainkit-tune.pc, then trainkit.pc
+  set(pc_expected "lib[^;]*/pkgconfig/trainkit.pc")
+  if(tune)
+    set(pc_expected "lib[^;]*/pkgconfig/trainkit-tune.pc;${pc_expected}")
+    list(GET pc 0 pc_tune)
+    get_filename_component(pc_tune "${pc_tune}" DIRECTORY)
+  endif()
+  set(pc_all "${pc}")
+  list(GET pc -1 pc)
+  get_filename_component(pc_dir "${pc}" DIRECTORY)
+  if(NOT pc_all MATCHES "^${pc_expected}$" OR (tune AND NOT pc_tune STREQUAL pc_dir))
+    message(FATAL_ERROR "trainkit.pc (and trainkit-tune.pc with the search) must be installed "
+                        "alone in <libdir>/pkgconfig; found: ${pc_all}")
   endif()
   # pkg-config finds it, relocated, with its dependencies.
   get_filename_component(pc_dir "${prefix}/${pc}" DIRECTORY)
@@ -43,9 +74,16 @@ if(MODE MATCHES "^find_package")
   endif()
   run(pkg-config --modversion trainkit)
   message(STATUS "pkg-config: trainkit ${last_output}")
+  if(tune)
+    run(pkg-config --cflags --libs trainkit-tune)
+    if(NOT last_output MATCHES "-lsqlite3" OR NOT last_output MATCHES "-std=c\\+\\+20")
+      message(FATAL_ERROR "pkg-config --cflags --libs trainkit-tune: ${last_output}")
+    endif()
+    message(STATUS "pkg-config: trainkit-tune ${last_output}")
+  endif()
   list(APPEND configure "-DCMAKE_PREFIX_PATH=${prefix}" -DTRAINKIT_CONSUME=find_package)
   if(MODE STREQUAL "find_package_without_torch")
-    execute_process(COMMAND ${configure} -B "${WORK}/build" -DCMAKE_DISABLE_FIND_PACKAGE_Torch=ON
+    execute_process(COMMAND ${configure} -DTRAINKIT_TUNE=${tune} -B "${WORK}/build" -DCMAKE_DISABLE_FIND_PACKAGE_Torch=ON
                     RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
     if(rc EQUAL 0 OR NOT out MATCHES "CMAKE_PREFIX_PATH" OR NOT out MATCHES "Torch_DIR")
       message(FATAL_ERROR "without LibTorch, find_package(trainkit) must fail naming "
@@ -61,11 +99,18 @@ elseif(MODE STREQUAL "fetchcontent")
   string(STRIP "${last_output}" head)
   list(APPEND configure -DTRAINKIT_CONSUME=fetchcontent "-DTRAINKIT_SOURCE=${SOURCE}"
               "-DTRAINKIT_GIT_TAG=${head}")
+  # The clone is the last commit, not the working tree: search there only if
+  # that commit has the SQLite storage.
+  execute_process(COMMAND git -C "${SOURCE}" cat-file -e HEAD:include/trainkit/tune/sqlite.hpp
+                  RESULT_VARIABLE rc OUTPUT_QUIET ERROR_QUIET)
+  if(NOT rc EQUAL 0)
+    set(tune OFF)
+  endif()
 else()
   message(FATAL_ERROR "unknown MODE ${MODE}")
 endif()
 
-run(${configure} -B "${WORK}/build")
+run(${configure} -DTRAINKIT_TUNE=${tune} -B "${WORK}/build")
 if(MODE STREQUAL "find_package")
   # An installed trainkit decides TRAINKIT_HAS_CUDA from the user's LibTorch,
   # not the packager's: nothing baked in, and a (fake) torch_cuda turns it on.
@@ -73,10 +118,29 @@ if(MODE STREQUAL "find_package")
   if(targets MATCHES "TRAINKIT_HAS_CUDA")
     message(FATAL_ERROR "the installed trainkitTargets.cmake fixes TRAINKIT_HAS_CUDA")
   endif()
-  run(${configure} -B "${WORK}/build_cuda" -DTRAINKIT_FAKE_TORCH_CUDA=ON)
+  # ... and without COMPONENTS tune, the search is neither loaded nor its
+  # SQLite looked for.
+  run(${configure} -DTRAINKIT_TUNE=OFF -B "${WORK}/build_cuda" -DTRAINKIT_FAKE_TORCH_CUDA=ON)
   if(NOT last_output MATCHES "trainkit::trainkit defines: [^\n]*TRAINKIT_HAS_CUDA=1")
     message(FATAL_ERROR "find_package(trainkit) next to a torch_cuda target must define "
                         "TRAINKIT_HAS_CUDA=1:\n${last_output}")
+  endif()
+  file(STRINGS "${WORK}/build_cuda/CMakeCache.txt" sqlite_cache REGEX "^SQLite3_")
+  if(NOT last_output MATCHES "trainkit::tune: not defined" OR sqlite_cache)
+    message(FATAL_ERROR "find_package(trainkit) without COMPONENTS tune must not load the "
+                        "search nor look for SQLite3:\n${last_output}")
+  endif()
+  if(tune)
+    # COMPONENTS tune without SQLite3 fails and says what is missing.
+    execute_process(COMMAND ${configure} -DTRAINKIT_TUNE=ON -B "${WORK}/build_no_sqlite"
+                            -DCMAKE_DISABLE_FIND_PACKAGE_SQLite3=ON
+                    RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+    if(rc EQUAL 0 OR NOT out MATCHES "trainkit::tune needs SQLite3" OR
+       NOT out MATCHES "libsqlite3-dev")
+      message(FATAL_ERROR "without SQLite3, find_package(trainkit COMPONENTS tune) must fail "
+                          "saying trainkit::tune needs it; got (${rc}):\n${out}")
+    endif()
+    message(STATUS "COMPONENTS tune without SQLite3: failed as expected, naming SQLite3")
   endif()
 endif()
 run(${CMAKE_COMMAND} --build "${WORK}/build")
@@ -85,4 +149,8 @@ message(STATUS "${last_output}")
 file(GLOB events "${WORK}/events/events.out.tfevents.*")
 if(NOT events)
   message(FATAL_ERROR "the consumer wrote no event file")
+endif()
+if(tune)
+  run("${WORK}/build/consumer_tune" "${WORK}/tune")
+  message(STATUS "${last_output}")
 endif()

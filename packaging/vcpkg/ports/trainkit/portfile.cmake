@@ -9,9 +9,18 @@ set(CHECK ON)
 include("${SOURCE_PATH}/packaging/vcpkg/update_source_hash.cmake")
 
 set(VCPKG_BUILD_TYPE release)  # header-only: no per-configuration files
+# trainkit::tune follows the feature, not whatever SQLite/libpq the machine has.
+if("tune" IN_LIST FEATURES)
+  set(TUNE_OPTIONS -DCMAKE_REQUIRE_FIND_PACKAGE_SQLite3=ON
+                   -DCMAKE_REQUIRE_FIND_PACKAGE_PostgreSQL=ON)
+else()
+  set(TUNE_OPTIONS -DCMAKE_DISABLE_FIND_PACKAGE_SQLite3=ON
+                   -DCMAKE_DISABLE_FIND_PACKAGE_PostgreSQL=ON)
+endif()
 vcpkg_cmake_configure(
   SOURCE_PATH "${SOURCE_PATH}"
   OPTIONS
+    ${TUNE_OPTIONS}
     -DTRAINKIT_BUILD_TESTS=OFF
     -DTRAINKIT_BUILD_EXAMPLES=OFF
     -DTRAINKIT_BUILD_BENCH=OFF
@@ -20,7 +29,9 @@ vcpkg_cmake_configure(
 )
 vcpkg_cmake_install()
 vcpkg_cmake_config_fixup(CONFIG_PATH share/cmake/trainkit)
-vcpkg_fixup_pkgconfig()  # lib/pkgconfig/trainkit.pc (it has a Libs line, so not share/)
+# lib/pkgconfig/trainkit.pc (it has a Libs line, so not share/) and, with the
+# feature tune, trainkit-tune.pc beside it.
+vcpkg_fixup_pkgconfig()
 
 # The license goes where vcpkg wants it, not in share/doc as `cmake --install` puts it.
 file(REMOVE_RECURSE "${CURRENT_PACKAGES_DIR}/share/doc")
