@@ -1,0 +1,653 @@
+#pragma once
+// TPE (tree-structured Parzen estimator), as Optuna 3.1's TPESampler: the
+// finished trials are split into the best gamma(n) ("below") and the rest
+// ("above"), each set is modelled by a Parzen estimator (a mixture of
+// truncated normals, or of categorical distributions, one kernel per trial
+// plus a wide prior), and of n_ei_candidates draws from the "below" model
+// the one with the highest l(x) / g(x) is taken. Everything is recomputed
+// from the StudyView on each call: the sampler keeps no state.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <map>
+#include <numbers>
+#include <numeric>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "trainkit/error.hpp"
+#include "trainkit/tune/detail/rng.hpp"
+#include "trainkit/tune/record.hpp"
+#include "trainkit/tune/samplers/random.hpp"
+
+namespace trainkit::tune {
+namespace detail {
+
+/// Optuna's default_gamma: the size of "below" among n trials.
+inline int64_t tpe_default_gamma(int64_t n) {
+  // 0.1 * n as a double, as Optuna computes it (ceil(0.1 * 30) is 4).
+  return std::min<int64_t>(static_cast<int64_t>(std::ceil(0.1 * static_cast<double>(n))), 25);
+}
+
+/// Optuna's default_weights: the latest 25 trials weigh 1, older ones
+/// ramp up from 1/n (oldest first).
+inline std::vector<double> tpe_default_weights(int64_t n) {
+  std::vector<double> w(static_cast<size_t>(std::max<int64_t>(n, 0)), 1.0);
+  if (n < 25) return w;
+  const int64_t m = n - 25;  // np.linspace(1 / n, 1, m), written out as numpy does
+  const double start = 1.0 / static_cast<double>(n);
+  if (m == 1) w[0] = start;
+  if (m > 1) {
+    const double step = (1.0 - start) / static_cast<double>(m - 1);
+    for (int64_t k = 0; k < m - 1; ++k)
+      w[static_cast<size_t>(k)] = static_cast<double>(k) * step + start;
+    w[static_cast<size_t>(m - 1)] = 1.0;
+  }
+  return w;
+}
+
+/// The standard normal truncated to [a, b], in log space so that far tails
+/// keep their precision (Optuna's _truncnorm, itself from SciPy).
+namespace truncnorm {
+
+/// The standard normal CDF, through erfc where erf would cancel.
+inline double ndtr(double a) {
+  const double x = a / std::numbers::sqrt2;
+  if (x < -1 / std::numbers::sqrt2) return 0.5 * std::erfc(-x);
+  if (x < 1 / std::numbers::sqrt2) return 0.5 + 0.5 * std::erf(x);
+  return 1.0 - 0.5 * std::erfc(x);
+}
+
+/// log(ndtr(a)); below -20 by the asymptotic series, where erfc underflows.
+inline double log_ndtr(double a) {
+  if (a > 6) return -ndtr(-a);  // log(1 - e) ~ -e
+  if (a > -20) return std::log(ndtr(a));
+  const double log_lhs = -0.5 * a * a - std::log(-a) - 0.5 * std::log(2 * std::numbers::pi);
+  double last = 0, rhs = 1, numerator = 1, denom = 1, sign = 1;
+  const double denom_cons = 1 / (a * a);
+  for (int i = 1; std::abs(last - rhs) > std::numeric_limits<double>::epsilon(); ++i) {
+    last = rhs;
+    sign = -sign;
+    denom *= denom_cons;
+    numerator *= 2 * i - 1;
+    rhs += sign * numerator * denom;
+  }
+  return log_lhs + std::log(rhs);
+}
+
+/// numpy's logaddexp.
+inline double log_sum(double x, double y) {
+  if (x == y) return x + std::numbers::ln2;
+  const double d = x - y;
+  if (d > 0) return x + std::log1p(std::exp(-d));
+  if (d <= 0) return y + std::log1p(std::exp(d));
+  return x + y;  // a NaN
+}
+
+/// log(exp(p) - exp(q)) for p >= q.
+inline double log_diff(double log_p, double log_q) {
+  return log_p + std::log1p(-std::exp(log_q - log_p));
+}
+
+/// log of the standard normal's mass in [a, b].
+inline double log_gauss_mass(double a, double b) {
+  // Tails are computed on the left side, where log_ndtr is accurate.
+  if (b <= 0) return log_diff(log_ndtr(b), log_ndtr(a));
+  if (a > 0) return log_diff(log_ndtr(-a), log_ndtr(-b));
+  return std::log1p(-ndtr(a) - ndtr(-b));  // mass near 1: no cancellation
+}
+
+/// log of the standard normal density.
+inline double norm_logpdf(double x) {
+  return -x * x / 2 - 0.5 * std::log(2 * std::numbers::pi);
+}
+
+/// log-density at x of the standard normal truncated to [a, b].
+inline double logpdf(double x, double a, double b) {
+  if (x < a || x > b) return -std::numeric_limits<double>::infinity();
+  return norm_logpdf(x) - log_gauss_mass(a, b);
+}
+
+/// The x with log_ndtr(x) = y, by bisection on [-100, 100] as Optuna does.
+inline double ndtri_exp(double y) {
+  double lo = -100, hi = 100, m = 0;
+  for (int k = 0; k < 100; ++k) {
+    m = (lo + hi) / 2;
+    (log_ndtr(m) < y ? lo : hi) = m;
+  }
+  return m;
+}
+
+/// The q-quantile of the standard normal truncated to [a, b].
+inline double ppf(double q, double a, double b) {
+  if (q == 0) return a;
+  if (q == 1) return b;
+  // Inverts on the side of the narrower tail, in log space.
+  if (a < 0) return ndtri_exp(log_sum(log_ndtr(a), std::log(q) + log_gauss_mass(a, b)));
+  return -ndtri_exp(log_sum(log_ndtr(-b), std::log1p(-q) + log_gauss_mass(a, b)));
+}
+
+}  // namespace truncnorm
+
+/// Settings of a Parzen estimator (Optuna's _ParzenEstimatorParameters).
+struct ParzenOptions {
+  bool consider_prior = true;
+  double prior_weight = 1.0;
+  bool consider_magic_clip = true;
+  bool consider_endpoints = false;
+  std::function<std::vector<double>(int64_t)> weights = tpe_default_weights;
+  bool multivariate = false;
+  /// Optuna 3.1's continuous log-density, which lacks the kernels' -log(sigma)
+  /// (a bug fixed in Optuna 3.5, optuna#5109); false: the true density.
+  bool legacy_log_pdf = false;
+};
+
+/// One parameter of a Parzen estimator: a kernel per observation (and the prior).
+struct ParzenParam {
+  std::string name;
+  Distribution distribution;
+  bool categorical = false;
+  double low = 0;   ///< the kernels' support, on the log scale for log parameters,
+  double high = 0;  ///< widened by q / 2 on a grid
+  double q = 0;     ///< a grid's step (kernels integrate over a cell); 0: continuous
+  std::vector<double> mus, sigmas;
+  std::vector<std::vector<double>> probabilities;  ///< categorical: [kernel][choice]
+};
+
+/// The highest value of a stepped distribution (Optuna narrows high to the grid).
+inline double grid_high(const Distribution& dist) {
+  if (const auto* f = std::get_if<FloatDistribution>(&dist)) {
+    return f->step ? grid_top(f->low, f->high, *f->step) : f->high;
+  }
+  const auto& i = std::get<IntDistribution>(dist);
+  return static_cast<double>(i.low + (i.high - i.low) / i.step * i.step);
+}
+
+/// Whether a numerical distribution is modelled on the log scale.
+inline bool log_scale(const Distribution& dist) {
+  if (const auto* f = std::get_if<FloatDistribution>(&dist)) return f->log;
+  if (const auto* i = std::get_if<IntDistribution>(&dist)) return i->log;
+  return false;
+}
+
+/// Optuna 3.1's _ParzenEstimator: a mixture over `space` whose component k
+/// puts, on each parameter, a kernel at observation k (the last component
+/// being the prior). Values are internal values (a categorical's index).
+class ParzenEstimator {
+ public:
+  /// Per parameter name, one value per observation (or per point).
+  using Values = std::map<std::string, std::vector<double>>;
+
+  ParzenEstimator(const Values& observations, const SearchSpace& space, ParzenOptions o)
+      : options_(std::move(o)) {
+    n_ = space.empty() ? 0 : observations.at(space.begin()->first).size();
+    const bool prior = options_.consider_prior || n_ == 0;
+    weights_ = component_weights(prior);
+    // Scott's rule for the joint model's bandwidth, as the BOHB paper.
+    const double sigma0 = 0.2 * std::pow(static_cast<double>(std::max<size_t>(n_, 1)),
+                                         -1.0 / (static_cast<double>(space.size()) + 4));
+    for (const auto& [name, dist] : space) {
+      ParzenParam p;
+      p.name = name;
+      p.distribution = dist;
+      const auto& obs = observations.at(name);
+      if (obs.size() != n_) {
+        throw Error("trainkit: Parzen estimator observations of \"" + name + "\" number " +
+                    std::to_string(obs.size()) + ", of the others " + std::to_string(n_));
+      }
+      if (const auto* c = std::get_if<CategoricalDistribution>(&dist)) {
+        p.categorical = true;
+        const double fill = options_.prior_weight / static_cast<double>(prior ? n_ + 1 : n_);
+        p.probabilities.assign(prior ? n_ + 1 : n_, std::vector<double>(c->choices.size(), fill));
+        for (size_t k = 0; k < n_; ++k) p.probabilities[k].at(static_cast<size_t>(obs[k])) += 1;
+        for (auto& row : p.probabilities) {
+          const double sum = std::accumulate(row.begin(), row.end(), 0.0);
+          for (auto& v : row) v /= sum;
+        }
+      } else {
+        set_bounds(p);
+        std::vector<double> x(obs.size());
+        std::transform(obs.begin(), obs.end(), x.begin(), [&](double v) { return to_model(p, v); });
+        set_kernels(p, std::move(x), prior, sigma0);
+      }
+      params_.push_back(std::move(p));
+    }
+  }
+
+  /// The mixture's weights, one per component (the prior's last).
+  const std::vector<double>& weights() const { return weights_; }
+  /// The kernels of each parameter, in the search space's order.
+  const std::vector<ParzenParam>& params() const { return params_; }
+  /// The kernels of parameter `name`.
+  const ParzenParam& param(const std::string& name) const {
+    for (const auto& p : params_) {
+      if (p.name == name) return p;
+    }
+    throw Error("trainkit: Parzen estimator has no parameter \"" + name + "\"");
+  }
+
+  /// `size` draws of every parameter (internal values): a component, then
+  /// each parameter from that component's kernel.
+  Values sample(Rng& rng, size_t size) const {
+    std::vector<double> cdf(weights_.size());
+    std::partial_sum(weights_.begin(), weights_.end(), cdf.begin());
+    std::vector<size_t> active(size);
+    for (auto& a : active) {
+      const double u = rng.uniform() * cdf.back();
+      a = std::min<size_t>(std::upper_bound(cdf.begin(), cdf.end(), u) - cdf.begin(),
+                           cdf.size() - 1);
+    }
+    Values out;
+    for (const auto& p : params_) {
+      auto& xs = out[p.name];
+      for (size_t j = 0; j < size; ++j) {
+        const size_t k = active[j];
+        const double u = rng.uniform();
+        if (p.categorical) {
+          const auto& probs = p.probabilities[k];
+          double cum = 0;
+          size_t idx = 0;
+          while (idx + 1 < probs.size() && (cum += probs[idx]) < u) ++idx;
+          xs.push_back(static_cast<double>(idx));
+        } else {
+          const double mu = p.mus[k], sigma = p.sigmas[k];
+          const double z = truncnorm::ppf(u, (p.low - mu) / sigma, (p.high - mu) / sigma);
+          xs.push_back(from_model(p, z * sigma + mu));
+        }
+      }
+    }
+    return out;
+  }
+
+  /// The mixture's log-density (log-mass on grids and categoricals) at each
+  /// point; `points` holds internal values of every parameter.
+  std::vector<double> log_pdf(const Values& points) const {
+    if (params_.empty()) return {};
+    const size_t m = weights_.size(), size = points.at(params_.front().name).size();
+    // Per parameter and component: log of the kernel's mass on its support.
+    std::vector<std::vector<double>> log_mass(params_.size());
+    for (size_t d = 0; d < params_.size(); ++d) {
+      const auto& p = params_[d];
+      log_mass[d].assign(m, 0.0);
+      if (p.categorical) continue;
+      for (size_t k = 0; k < m; ++k) {
+        log_mass[d][k] = truncnorm::log_gauss_mass((p.low - p.mus[k]) / p.sigmas[k],
+                                                   (p.high - p.mus[k]) / p.sigmas[k]);
+      }
+    }
+    std::vector<double> out(size), comp(m);
+    for (size_t j = 0; j < size; ++j) {
+      for (size_t k = 0; k < m; ++k) comp[k] = std::log(weights_[k]);
+      for (size_t d = 0; d < params_.size(); ++d) {
+        const auto& p = params_[d];
+        const double x = points.at(p.name).at(j);
+        for (size_t k = 0; k < m; ++k) comp[k] += kernel_log_pdf(p, k, x, log_mass[d][k]);
+      }
+      const double top = *std::max_element(comp.begin(), comp.end());
+      if (!std::isfinite(top)) {
+        out[j] = top;
+        continue;
+      }
+      double sum = 0;
+      for (double c : comp) sum += std::exp(c - top);
+      out[j] = std::log(sum) + top;
+    }
+    return out;
+  }
+
+ private:
+  static constexpr double kEps = 1e-12;
+
+  // Normalised weights: the `weights` function's for observations, the prior's last.
+  std::vector<double> component_weights(bool prior) const {
+    auto w = options_.weights(static_cast<int64_t>(n_));
+    if (w.size() < n_) {
+      throw Error("trainkit: the TPE weights function returned " + std::to_string(w.size()) +
+                  " weights for " + std::to_string(n_) + " observations");
+    }
+    w.resize(n_);
+    for (double v : w) {
+      if (!(v >= 0) || !std::isfinite(v)) {
+        throw Error("trainkit: the TPE weights function returned " + std::to_string(v) +
+                    "; weights must be finite and >= 0");
+      }
+    }
+    if (n_ > 0 && std::accumulate(w.begin(), w.end(), 0.0) <= 0) {
+      throw Error("trainkit: the TPE weights function returned only zeros");
+    }
+    if (prior) w.push_back(options_.prior_weight);
+    const double sum = std::accumulate(w.begin(), w.end(), 0.0);
+    for (auto& v : w) v /= sum;
+    return w;
+  }
+
+  static void set_bounds(ParzenParam& p) {
+    if (const auto* f = std::get_if<FloatDistribution>(&p.distribution)) {
+      if (f->log) {
+        p.low = std::log(f->low);
+        p.high = std::log(f->high);
+      } else if (f->step) {
+        p.q = *f->step;
+        p.low = f->low - 0.5 * p.q;
+        p.high = grid_high(p.distribution) + 0.5 * p.q;
+      } else {
+        p.low = f->low;
+        p.high = f->high;
+      }
+      return;
+    }
+    const auto& i = std::get<IntDistribution>(p.distribution);
+    if (i.log) {
+      p.low = std::log(static_cast<double>(i.low) - 0.5);
+      p.high = std::log(static_cast<double>(i.high) + 0.5);
+    } else {
+      p.q = static_cast<double>(i.step);
+      p.low = static_cast<double>(i.low) - 0.5 * p.q;
+      p.high = grid_high(p.distribution) + 0.5 * p.q;
+    }
+  }
+
+  static double to_model(const ParzenParam& p, double x) {
+    return log_scale(p.distribution) ? std::log(x) : x;
+  }
+
+  // Back from the model's scale: exp, then onto the grid (numpy's round:
+  // half to even) and into the range. Optuna does not clamp a continuous
+  // draw, but exp(log(high)) can exceed high by an ulp.
+  static double from_model(const ParzenParam& p, double x) {
+    double low = 0;
+    if (const auto* f = std::get_if<FloatDistribution>(&p.distribution)) {
+      if (f->log) return std::clamp(std::exp(x), f->low, f->high);
+      if (!f->step) return std::clamp(x, f->low, f->high);
+      low = f->low;
+    } else {
+      const auto& i = std::get<IntDistribution>(p.distribution);
+      low = static_cast<double>(i.low);
+      if (i.log) return std::clamp(std::nearbyint(std::exp(x)), low, grid_high(p.distribution));
+    }
+    return std::clamp(std::nearbyint((x - low) / p.q) * p.q + low, low, grid_high(p.distribution));
+  }
+
+  void set_kernels(ParzenParam& p, std::vector<double> obs, bool prior, double sigma0) const {
+    const double low = p.low, high = p.high;
+    p.mus = std::move(obs);
+    if (prior) p.mus.push_back(0.5 * (low + high));
+    const size_t m = p.mus.size();
+    p.sigmas.assign(m, sigma0 * (high - low));
+    if (!options_.multivariate) {
+      // Each kernel as wide as the larger gap to its neighbours (bounds included).
+      std::vector<size_t> order(m);
+      std::iota(order.begin(), order.end(), 0);
+      std::stable_sort(order.begin(), order.end(),
+                       [&](size_t a, size_t b) { return p.mus[a] < p.mus[b]; });
+      std::vector<double> e{low};
+      for (auto k : order) e.push_back(p.mus[k]);
+      e.push_back(high);
+      std::vector<double> s(m);
+      for (size_t k = 0; k < m; ++k) s[k] = std::max(e[k + 1] - e[k], e[k + 2] - e[k + 1]);
+      if (!options_.consider_endpoints && e.size() >= 4) {
+        s[0] = e[2] - e[1];
+        s[m - 1] = e[m] - e[m - 1];
+      }
+      for (size_t k = 0; k < m; ++k) p.sigmas[order[k]] = s[k];
+    }
+    const double max_sigma = high - low;
+    const double min_sigma = options_.consider_magic_clip
+                                 ? (high - low) / std::min(100.0, 1.0 + static_cast<double>(m))
+                                 : kEps;
+    for (auto& s : p.sigmas) s = std::min(std::max(s, min_sigma), max_sigma);
+    if (prior) p.sigmas.back() = high - low;
+  }
+
+  // log-density (log-mass on a grid) of parameter p's kernel k at internal value x.
+  double kernel_log_pdf(const ParzenParam& p, size_t k, double x, double log_mass) const {
+    if (p.categorical) return std::log(p.probabilities[k].at(static_cast<size_t>(x)));
+    const double mu = p.mus[k], sigma = p.sigmas[k];
+    const double y = to_model(p, x);
+    if (p.q == 0) {
+      const double z = (y - mu) / sigma;
+      if (z < (p.low - mu) / sigma || z > (p.high - mu) / sigma) {
+        return -std::numeric_limits<double>::infinity();
+      }
+      const double lp = truncnorm::norm_logpdf(z) - log_mass;
+      return options_.legacy_log_pdf ? lp : lp - std::log(sigma);
+    }
+    // A grid point stands for its cell: the kernel's mass there.
+    const double upper = std::min(y + p.q / 2, p.high), lower = std::max(y - p.q / 2, p.low);
+    return truncnorm::log_gauss_mass((lower - mu) / sigma, (upper - mu) / sigma) - log_mass;
+  }
+
+  ParzenOptions options_;
+  size_t n_ = 0;
+  std::vector<double> weights_;
+  std::vector<ParzenParam> params_;
+};
+
+/// Where a finished trial ranks (Optuna's _get_observation_pairs): complete
+/// trials first (step -inf), then pruned ones by their last step, later
+/// steps first; within a step by signed value, lower first.
+struct TpeScore {
+  double step = 0;   ///< -inf complete, -last step pruned, 1 pruned before reporting
+  double value = 0;  ///< the value, negated when maximizing (+inf for a NaN report)
+  bool operator<(const TpeScore& o) const {
+    return step < o.step || (step == o.step && value < o.value);
+  }
+};
+
+/// The complete and pruned trials, chronological: their scores, numbers and
+/// the internal values of `names` (nullopt where a trial lacks one).
+struct TpeObservations {
+  std::vector<TpeScore> scores;
+  std::vector<int64_t> numbers;                                      ///< the trials' numbers
+  std::map<std::string, std::vector<std::optional<double>>> values;  ///< name -> per trial
+};
+
+/// Optuna's _get_observation_pairs over the view's complete and pruned trials.
+inline TpeObservations tpe_observations(const StudyView& view,
+                                        const std::vector<std::string>& names) {
+  constexpr double inf = std::numeric_limits<double>::infinity();
+  const double sign = view.direction == Direction::Minimize ? 1.0 : -1.0;
+  TpeObservations out;
+  for (const auto& name : names) out.values[name];
+  for (const auto& t : view.trials) {
+    TpeScore score;
+    if (t.state == TrialState::Complete) {
+      if (!t.value) continue;
+      score = {-inf, sign * *t.value};
+    } else if (t.state == TrialState::Pruned) {
+      if (const auto step = t.last_step()) {
+        const double v = t.intermediate.at(*step);
+        score = {-static_cast<double>(*step), std::isnan(v) ? inf : sign * v};
+      } else {
+        score = {1, 0};  // pruned before any report: last
+      }
+    } else {
+      continue;
+    }
+    out.scores.push_back(score);
+    out.numbers.push_back(t.number);
+    for (auto& [name, values] : out.values) {
+      const auto p = t.params.find(name);
+      values.push_back(p == t.params.end() ? std::nullopt : std::optional(p->second.internal));
+    }
+  }
+  return out;
+}
+
+/// Indices (into `scores`) of the best n_below and of the rest, each in
+/// chronological order (Optuna's _split_observation_pairs, one objective).
+inline std::pair<std::vector<size_t>, std::vector<size_t>> tpe_split(
+    const std::vector<TpeScore>& scores, int64_t n_below) {
+  std::vector<size_t> order(scores.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return scores[a] < scores[b]; });
+  const auto cut =
+      order.begin() + std::clamp<int64_t>(n_below, 0, static_cast<int64_t>(order.size()));
+  std::vector<size_t> below(order.begin(), cut), above(cut, order.end());
+  std::sort(below.begin(), below.end());
+  std::sort(above.begin(), above.end());
+  return {below, above};
+}
+
+/// The value of a distribution that has one value, if it has one.
+inline std::optional<double> single_value(const Distribution& dist) {
+  if (const auto* c = std::get_if<CategoricalDistribution>(&dist)) {
+    return c->choices.size() == 1 ? std::optional(0.0) : std::nullopt;
+  }
+  if (const auto* f = std::get_if<FloatDistribution>(&dist)) {
+    const bool one = f->step ? *cardinality(dist) == 1 : f->low == f->high;
+    return one ? std::optional(f->low) : std::nullopt;
+  }
+  const auto& i = std::get<IntDistribution>(dist);
+  return *cardinality(dist) == 1 ? std::optional(static_cast<double>(i.low)) : std::nullopt;
+}
+
+/// What multivariate TPE models jointly: the parameters every complete or
+/// pruned trial has with one distribution (Optuna's IntersectionSearchSpace
+/// with include_pruned), less those with a single value.
+inline SearchSpace tpe_search_space(const StudyView& view) {
+  SearchSpace space;
+  bool first = true;
+  for (const auto& t : view.trials) {
+    if (t.state != TrialState::Complete && t.state != TrialState::Pruned) continue;
+    if (first) {
+      for (const auto& [name, p] : t.params) space.emplace(name, p.distribution);
+      first = false;
+      continue;
+    }
+    std::erase_if(space, [&](const auto& entry) {
+      const auto p = t.params.find(entry.first);
+      return p == t.params.end() || !(p->second.distribution == entry.second);
+    });
+  }
+  std::erase_if(space, [](const auto& entry) { return single_value(entry.second).has_value(); });
+  return space;
+}
+
+}  // namespace detail
+
+namespace sampler {
+
+/// TPE's settings; the defaults are Optuna 3.1's.
+struct TpeOptions {
+  uint64_t seed = 0;                ///< with the trial number and name, seeds each draw
+  int64_t n_startup_trials = 10;    ///< random draws until this many trials completed or pruned
+  int64_t n_ei_candidates = 24;     ///< draws from l(x) among which the best l/g is taken
+  bool multivariate = false;        ///< model the intersection search space jointly
+  double prior_weight = 1.0;        ///< the prior kernel's weight against an observation's
+  bool consider_prior = true;       ///< a wide kernel (or uniform categorical) in each model
+  bool consider_magic_clip = true;  ///< kernels no narrower than range / min(100, n + 1)
+  bool consider_endpoints = false;  ///< the outermost kernels' width counts the bounds
+  /// The size of "below" among n complete and pruned trials.
+  std::function<int64_t(int64_t)> gamma = detail::tpe_default_gamma;
+  /// The kernels' weights for n observations, oldest first.
+  std::function<std::vector<double>(int64_t)> weights = detail::tpe_default_weights;
+  /// Optuna 3.1's log-density, which leaves out the continuous kernels' 1/sigma
+  /// (fixed in Optuna 3.5, optuna#5109); off: the true density.
+  bool legacy_log_pdf = false;
+};
+
+/// Tree-structured Parzen estimator (Optuna 3.1's TPESampler, one objective).
+class Tpe {
+ public:
+  explicit Tpe(TpeOptions o = {}) : options_(std::move(o)) {
+    using trainkit::detail::require_option;
+    require_option(options_.n_startup_trials >= 0, "TpeOptions.n_startup_trials",
+                   options_.n_startup_trials, ">= 0");
+    require_option(options_.n_ei_candidates >= 1, "TpeOptions.n_ei_candidates",
+                   options_.n_ei_candidates, ">= 1");
+    require_option(options_.prior_weight > 0 && std::isfinite(options_.prior_weight),
+                   "TpeOptions.prior_weight", options_.prior_weight, "a positive number");
+    require_option(static_cast<bool>(options_.gamma), "TpeOptions.gamma", std::string("empty"),
+                   "a function");
+    require_option(static_cast<bool>(options_.weights), "TpeOptions.weights", std::string("empty"),
+                   "a function");
+  }
+
+  /// One parameter: random during startup, then from the univariate models
+  /// of this parameter's values in the below and above trials.
+  double sample(const StudyView& view, const FrozenTrial& trial, const std::string& name,
+                const Distribution& dist) const {
+    if (const auto v = detail::single_value(dist)) return *v;
+    detail::Rng rng(options_.seed, trial.number, name);
+    const auto obs = detail::tpe_observations(view, {name});
+    const auto n = static_cast<int64_t>(obs.scores.size());
+    if (n < options_.n_startup_trials) return detail::from_unit(dist, rng.uniform());
+    const auto [below, above] = detail::tpe_split(obs.scores, options_.gamma(n));
+    const auto& values = obs.values.at(name);
+    // A parameter whose range changed may have values a log scale cannot take.
+    const bool log = detail::log_scale(dist);
+    auto pick = [&](const std::vector<size_t>& idx) {
+      detail::ParzenEstimator::Values out{{name, {}}};
+      for (auto k : idx) {
+        if (values[k] && (!log || *values[k] > 0)) out[name].push_back(*values[k]);
+      }
+      return out;
+    };
+    return choose(rng, pick(below), pick(above), {{name, dist}}).at(name);
+  }
+
+  /// The intersection search space, jointly (multivariate mode after
+  /// startup); empty otherwise, so every parameter goes to `sample`.
+  std::map<std::string, double> sample_relative(const StudyView& view,
+                                                const FrozenTrial& trial) const {
+    if (!options_.multivariate) return {};
+    const auto space = detail::tpe_search_space(view);
+    if (space.empty()) return {};
+    std::vector<std::string> names;
+    for (const auto& [name, dist] : space) names.push_back(name);
+    const auto obs = detail::tpe_observations(view, names);
+    const auto n = static_cast<int64_t>(obs.scores.size());
+    if (n < options_.n_startup_trials) return {};
+    const auto [below, above] = detail::tpe_split(obs.scores, options_.gamma(n));
+    // Every complete and pruned trial has every parameter of `space`.
+    auto pick = [&](const std::vector<size_t>& idx) {
+      detail::ParzenEstimator::Values out;
+      for (const auto& name : names) {
+        auto& column = out[name];
+        for (auto k : idx) column.push_back(*obs.values.at(name)[k]);
+      }
+      return out;
+    };
+    detail::Rng rng(options_.seed, trial.number, "\x1ftpe.relative");
+    return choose(rng, pick(below), pick(above), space);
+  }
+
+  /// The settings this sampler was made with.
+  const TpeOptions& options() const { return options_; }
+
+ private:
+  // Of n_ei_candidates draws from l (below), the one with the highest l/g.
+  std::map<std::string, double> choose(detail::Rng& rng,
+                                       const detail::ParzenEstimator::Values& below,
+                                       const detail::ParzenEstimator::Values& above,
+                                       const SearchSpace& space) const {
+    const detail::ParzenOptions po{.consider_prior = options_.consider_prior,
+                                   .prior_weight = options_.prior_weight,
+                                   .consider_magic_clip = options_.consider_magic_clip,
+                                   .consider_endpoints = options_.consider_endpoints,
+                                   .weights = options_.weights,
+                                   .multivariate = options_.multivariate,
+                                   .legacy_log_pdf = options_.legacy_log_pdf};
+    const detail::ParzenEstimator l(below, space, po), g(above, space, po);
+    const auto candidates = l.sample(rng, static_cast<size_t>(options_.n_ei_candidates));
+    const auto log_l = l.log_pdf(candidates), log_g = g.log_pdf(candidates);
+    size_t best = 0;
+    for (size_t k = 1; k < log_l.size(); ++k) {
+      if (log_l[k] - log_g[k] > log_l[best] - log_g[best]) best = k;
+    }
+    std::map<std::string, double> out;
+    for (const auto& [name, xs] : candidates) out[name] = xs[best];
+    return out;
+  }
+
+  TpeOptions options_;
+};
+
+}  // namespace sampler
+}  // namespace trainkit::tune
