@@ -10,8 +10,8 @@ scipy is not needed).
   /usr/bin/python3 bench/tune_compare.py trainkit.json [more.json ...] optuna.json
 
 Several files may be given (e.g. the GP run on its own budget): they are merged,
-trainkit's samplers named tk_<sampler>, a later file's sampler replacing an
-earlier one's.
+trainkit's samplers named tk_<sampler>; a sampler met again (another budget)
+is kept as <name>_<seeds>x<trials>.
 """
 import json
 import math
@@ -29,8 +29,12 @@ def load(paths):
         for fname, per in data["results"].items():
             into = merged.setdefault(fname, {"optimum": per["optimum"]})
             for sname, res in per.items():
-                if sname != "optimum":
-                    into[prefix + sname] = res
+                if sname == "optimum":
+                    continue
+                key = prefix + sname
+                if key in into:  # the same sampler on another budget: keep both
+                    key += f"_{len(res['best_so_far'])}x{len(res['best_so_far'][0])}"
+                into[key] = res
     return merged
 
 
@@ -95,7 +99,7 @@ def main():
     print("| function | sampler | seeds x trials | regret @25 | regret @50 | regret @100 "
           "| overhead ms/trial |")
     print("|---|---|---|---|---|---|---|")
-    order = ["tk_random", "tk_halton", "tk_tpe", "tk_gp", "optuna_random", "optuna_tpe",
+    order = ["tk_random", "tk_halton", "tk_tpe", "tk_tpe_legacy", "tk_gp", "optuna_random", "optuna_tpe",
              "optuna_gp"]
     for fname, per in data.items():
         names = sorted((s for s in per if s != "optimum"),
@@ -112,7 +116,7 @@ def main():
             print(f"| {fname} | {sname} | {shape} | " + " | ".join(cells) +
                   f" | {res['overhead_ms_per_trial']:.2f} |")
 
-    pairs = [("tk_tpe", "optuna_tpe"), ("tk_gp", "optuna_tpe"), ("tk_gp", "optuna_gp"),
+    pairs = [("tk_tpe", "optuna_tpe"), ("tk_tpe_legacy", "optuna_tpe"), ("tk_gp", "optuna_tpe"), ("tk_gp", "optuna_gp"),
              ("tk_tpe", "tk_random"), ("tk_halton", "tk_random"), ("tk_gp", "tk_random"),
              ("optuna_tpe", "optuna_random"), ("tk_random", "optuna_random")]
     print()
@@ -122,8 +126,11 @@ def main():
     print("| function | A vs B | budget | ratio | p(A better) | p(A worse) |")
     print("|---|---|---|---|---|---|")
     for fname, per in data.items():
-        for a, b in pairs:
-            if a not in per or b not in per:
+        # A sampler also run on another budget (tk_gp_5x100) is compared as its base name.
+        expanded = [(k, b) for a, b in pairs for k in per
+                    if k == a or (k.startswith(a + "_") and k[len(a) + 1:][:1].isdigit())]
+        for a, b in expanded:
+            if b not in per:
                 continue
             for budget in BUDGETS:
                 ra = regrets(per[a], per["optimum"], budget)

@@ -135,8 +135,15 @@ Run run_sampler(const std::string& sampler, uint64_t seed, const TestFunction& f
     o.seed = seed;
     return run_study(sampler::Tpe(std::move(o)), fn, n_trials);
   }
+  if (sampler == "tpe_legacy") {  // Optuna 3.1's log-density without 1/sigma, for diagnosis
+    sampler::TpeOptions o;
+    o.seed = seed;
+    o.legacy_log_pdf = true;
+    return run_study(sampler::Tpe(std::move(o)), fn, n_trials);
+  }
   if (sampler == "gp") return run_study(sampler::Gp({.seed = seed}), fn, n_trials);
-  std::fprintf(stderr, "unknown sampler %s (random, halton, tpe, gp)\n", sampler.c_str());
+  std::fprintf(stderr, "unknown sampler %s (random, halton, tpe, tpe_legacy, gp)\n",
+               sampler.c_str());
   std::exit(2);
 }
 
