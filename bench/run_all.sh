@@ -39,7 +39,7 @@ fi
 # trainkit::tune was built, i.e. SQLite3 was found). GP on a smaller budget:
 # its per-trial cost (a GP fit) makes 20 x 100 take hours on 2 cores.
 if [ -x "$BUILD/bench/bench_tune_samplers" ]; then
-  "$BUILD/bench/bench_tune_samplers" --seeds 20 --trials 100 --samplers random,halton,tpe \
+  "$BUILD/bench/bench_tune_samplers" --seeds 20 --trials 100 --samplers random,halton,tpe,tpe_legacy \
     --json "$BUILD/tune_trainkit.json"
   "$BUILD/bench/bench_tune_samplers" --seeds 10 --trials 50 --samplers gp \
     --json "$BUILD/tune_trainkit_gp.json"
