@@ -37,7 +37,7 @@ else
 fi
 # Hyperparameter search: regret of the samplers against Optuna's (only where
 # trainkit::tune was built, i.e. SQLite3 was found). GP on a smaller budget:
-# its per-trial cost (a GP fit) makes 20 x 100 take hours on 2 cores.
+# its per-trial cost (a GP fit, 0.1-0.3 s) makes 20 x 100 take most of an hour.
 if [ -x "$BUILD/bench/bench_tune_samplers" ]; then
   "$BUILD/bench/bench_tune_samplers" --seeds 20 --trials 100 --samplers random,halton,tpe,tpe_legacy \
     --json "$BUILD/tune_trainkit.json"

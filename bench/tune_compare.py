@@ -15,6 +15,7 @@ is kept as <name>_<seeds>x<trials>.
 """
 import json
 import math
+import re
 import sys
 
 BUDGETS = (25, 50, 100)
@@ -44,6 +45,11 @@ def regrets(res, optimum, budget):
     if any(len(c) < budget for c in curves):
         return None
     return [c[budget - 1] - optimum for c in curves]
+
+
+def base(name):
+    """The sampler's name without a budget suffix (tk_gp_5x100 -> tk_gp)."""
+    return re.sub(r"_\d+x\d+$", "", name)
 
 
 def quantile(v, q):  # numpy's default (linear interpolation)
@@ -103,7 +109,7 @@ def main():
              "optuna_gp"]
     for fname, per in data.items():
         names = sorted((s for s in per if s != "optimum"),
-                       key=lambda s: (order.index(s) if s in order else len(order), s))
+                       key=lambda s: (order.index(base(s)) if base(s) in order else len(order), s))
         for sname in names:
             res = per[sname]
             cells = []
@@ -140,7 +146,7 @@ def main():
                 ma, mb = quantile(ra, 0.5), quantile(rb, 0.5)
                 ratio = ma / mb if mb > 0 else math.inf
                 p_better, p_worse = mann_whitney(ra, rb)
-                print(f"| {fname} | {a} vs {b} | {budget} | {ratio:.2f} | {fmt_p(p_better)} "
+                print(f"| {fname} | {a} vs {b} | {budget} | {fmt(ratio)} | {fmt_p(p_better)} "
                       f"| {fmt_p(p_worse)} |")
 
 
