@@ -39,7 +39,7 @@ fi
 # trainkit::tune was built, i.e. SQLite3 was found). GP on a smaller budget:
 # its per-trial cost (a GP fit, 0.1-0.3 s) makes 20 x 100 take most of an hour.
 if [ -x "$BUILD/bench/bench_tune_samplers" ]; then
-  "$BUILD/bench/bench_tune_samplers" --seeds 20 --trials 100 --samplers random,halton,tpe,tpe_legacy \
+  "$BUILD/bench/bench_tune_samplers" --seeds 20 --trials 100 --samplers random,halton,tpe,tpe_true_density \
     --json "$BUILD/tune_trainkit.json"
   "$BUILD/bench/bench_tune_samplers" --seeds 10 --trials 50 --samplers gp \
     --json "$BUILD/tune_trainkit_gp.json"

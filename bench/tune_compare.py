@@ -105,7 +105,7 @@ def main():
     print("| function | sampler | seeds x trials | regret @25 | regret @50 | regret @100 "
           "| overhead ms/trial |")
     print("|---|---|---|---|---|---|---|")
-    order = ["tk_random", "tk_halton", "tk_tpe", "tk_tpe_legacy", "tk_gp", "optuna_random", "optuna_tpe",
+    order = ["tk_random", "tk_halton", "tk_tpe", "tk_tpe_true_density", "tk_gp", "optuna_random", "optuna_tpe",
              "optuna_gp"]
     for fname, per in data.items():
         names = sorted((s for s in per if s != "optimum"),
@@ -122,7 +122,7 @@ def main():
             print(f"| {fname} | {sname} | {shape} | " + " | ".join(cells) +
                   f" | {res['overhead_ms_per_trial']:.2f} |")
 
-    pairs = [("tk_tpe", "optuna_tpe"), ("tk_tpe_legacy", "optuna_tpe"), ("tk_gp", "optuna_tpe"), ("tk_gp", "optuna_gp"),
+    pairs = [("tk_tpe", "optuna_tpe"), ("tk_tpe_true_density", "optuna_tpe"), ("tk_gp", "optuna_tpe"), ("tk_gp", "optuna_gp"),
              ("tk_tpe", "tk_random"), ("tk_halton", "tk_random"), ("tk_gp", "tk_random"),
              ("optuna_tpe", "optuna_random"), ("tk_random", "optuna_random")]
     print()

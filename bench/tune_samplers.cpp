@@ -135,14 +135,14 @@ Run run_sampler(const std::string& sampler, uint64_t seed, const TestFunction& f
     o.seed = seed;
     return run_study(sampler::Tpe(std::move(o)), fn, n_trials);
   }
-  if (sampler == "tpe_legacy") {  // Optuna 3.1's log-density without 1/sigma, for diagnosis
+  if (sampler == "tpe_true_density") {  // the kernels' true density (Optuna >= 3.5's)
     sampler::TpeOptions o;
     o.seed = seed;
-    o.legacy_log_pdf = true;
+    o.legacy_log_pdf = false;
     return run_study(sampler::Tpe(std::move(o)), fn, n_trials);
   }
   if (sampler == "gp") return run_study(sampler::Gp({.seed = seed}), fn, n_trials);
-  std::fprintf(stderr, "unknown sampler %s (random, halton, tpe, tpe_legacy, gp)\n",
+  std::fprintf(stderr, "unknown sampler %s (random, halton, tpe, tpe_true_density, gp)\n",
                sampler.c_str());
   std::exit(2);
 }
