@@ -36,3 +36,70 @@ TEST_CASE("a study runs n_trials, numbers them densely and finds the best") {
   }
   CHECK(*study.best_trial().value == best);
 }
+
+TEST_CASE("failures are recorded with their reason; the exception goes on unless caught") {
+  auto study = make_study();
+  CHECK_THROWS_WITH(study.optimize([](Trial&) -> double { throw std::runtime_error("boom"); },
+                                   {.n_trials = 3, .log = nullptr}),
+                    "boom");
+  study.optimize(
+      [](Trial& t) {
+        if (t.number() % 2) throw std::runtime_error("odd");
+        return t.number() == 2 ? std::nan("") : 1.0;
+      },
+      {.n_trials = 4, .catch_exceptions = true, .log = nullptr});
+  const auto trials = study.trials();
+  REQUIRE(trials.size() == 5);
+  CHECK(trials[0].system_attrs.at("fail_reason") == "boom");
+  CHECK(trials[1].system_attrs.at("fail_reason") == "odd");
+  CHECK(trials[2].state == TrialState::Fail);  // NaN
+  CHECK(trials[2].system_attrs.at("fail_reason").get<std::string>().find("returned nan") !=
+        std::string::npos);
+  CHECK(trials[3].state == TrialState::Fail);
+  CHECK(trials[4].state == TrialState::Complete);
+  CHECK(*trials[4].value == 1.0);
+}
+
+TEST_CASE("max_trials is a study-wide budget; enqueued trials run first with their values") {
+  auto study = make_study();
+  study.enqueue({{"x", 0.25}});
+  study.optimize([](Trial& t) { return t.suggest_float("x", 0, 1); },
+                 {.max_trials = 5, .log = nullptr});
+  auto trials = study.trials();
+  REQUIRE(trials.size() == 5);
+  CHECK(trials[0].params.at("x").internal == 0.25);
+  study.optimize([](Trial& t) { return t.suggest_float("x", 0, 1); },
+                 {.max_trials = 5, .log = nullptr});
+  CHECK(study.trials().size() == 5);  // used up
+  study.enqueue({{"x", 2.0}});
+  CHECK_THROWS_WITH_AS(study.optimize([](Trial& t) { return t.suggest_float("x", 0, 1); },
+                                      {.n_trials = 1, .log = nullptr}),
+                       doctest::Contains("enqueued value 2.0 of \"x\" is outside"),
+                       trainkit::Error);
+}
+
+TEST_CASE("a name keeps its kind across trials, and bad bounds are named") {
+  auto study = make_study();
+  study.optimize([](Trial& t) { return t.suggest_float("x", 0, 1); },
+                 {.n_trials = 1, .log = nullptr});
+  CHECK_THROWS_WITH_AS(study.optimize([](Trial& t) { return double(t.suggest_int("x", 0, 3)); },
+                                      {.n_trials = 1, .log = nullptr}),
+                       doctest::Contains("a name keeps its kind"), trainkit::Error);
+  CHECK_THROWS_WITH_AS(
+      study.optimize([](Trial& t) { return t.suggest_float("lr", 0, 1, {.log = true}); },
+                     {.n_trials = 1, .log = nullptr}),
+      doctest::Contains(
+          "option `suggest(\"lr\").low` = 0 is invalid; accepted: > 0 on a log scale"),
+      trainkit::Error);
+  CHECK_THROWS_WITH_AS(study.optimize([](Trial&) { return 0.0; }, {.log = nullptr}),
+                       doctest::Contains("`n_trials`"), trainkit::Error);
+  auto storage = std::make_shared<InMemoryStorage>();
+  Study first(storage, {.name = "s"}, sampler::Random{}, pruner::None{});
+  CHECK_THROWS_WITH_AS(
+      Study(storage, {.name = "s", .load_if_exists = false}, sampler::Random{}, pruner::None{}),
+      doctest::Contains("study \"s\" already exists"), trainkit::Error);
+  CHECK_THROWS_WITH_AS(Study(storage, {.name = "s", .direction = Direction::Maximize},
+                             sampler::Random{}, pruner::None{}),
+                       doctest::Contains("stored with direction minimize, opened with maximize"),
+                       trainkit::Error);
+}
