@@ -108,6 +108,32 @@ TEST_CASE("gp: posterior with fixed hyperparameters matches the closed form") {
   CHECK(vb[1].item<double>() == doctest::Approx(s).epsilon(1e-12));
 }
 
+TEST_CASE("gp: autograd through the posterior matches finite differences") {
+  // The Matern kernel's derivative is written out by hand (gp.hpp); check it,
+  // at a training point too, where autograd through sqrt would give nan.
+  const auto x = torch::tensor({0.1, 0.2, 0.6, 0.9, 0.4, 0.3}, torch::kDouble).reshape({3, 2});
+  GaussianProcess gp(x, torch::tensor({0.5, -1.0, 0.3}, torch::kDouble), {false, false},
+                     KernelParams{{4.0, 9.0}, 1.3, 0.05});
+  for (const auto& point : {std::vector<double>{0.35, 0.55}, std::vector<double>{0.1, 0.2}}) {
+    const auto p = torch::tensor(point, torch::kDouble).requires_grad_(true);
+    auto [m, v] = gp.posterior(p);
+    (m + 0.5 * v).backward();
+    const auto grad = p.grad();
+    for (int64_t j = 0; j < 2; ++j) {
+      const double h = 1e-6;
+      auto f = [&](double dx) {
+        auto q = torch::tensor(point, torch::kDouble);
+        q[j] += dx;
+        const auto [mq, vq] = gp.posterior(q);
+        return (mq + 0.5 * vq).item<double>();
+      };
+      CAPTURE(j);
+      CHECK(std::isfinite(grad[j].item<double>()));
+      CHECK(grad[j].item<double>() == doctest::Approx((f(h) - f(-h)) / (2 * h)).epsilon(1e-5));
+    }
+  }
+}
+
 TEST_CASE("gp: with almost no noise the posterior interpolates the data") {
   const std::vector<double> x = {0.0, 0.4, 0.9}, y = {1.0, -0.5, 0.25};
   GaussianProcess gp(column(x), torch::tensor(y, torch::kDouble), {false},
@@ -241,4 +267,10 @@ TEST_CASE("gp: mixed spaces, maximisation and conditional parameters") {
     best = std::max(best, *t.value);
   }
   CHECK(best > -1.5);
+}
+
+TEST_CASE("gp: options are checked") {
+  CHECK_THROWS_AS(sampler::Gp({.n_candidates = 0}), trainkit::Error);
+  CHECK_THROWS_AS(sampler::Gp({.n_startup_trials = -1}), trainkit::Error);
+  CHECK_THROWS_AS(sampler::Gp({.minimum_noise = 0}), trainkit::Error);
 }

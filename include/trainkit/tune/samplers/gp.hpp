@@ -53,17 +53,20 @@ struct Matern52 : torch::autograd::Function<Matern52> {
 
 /// log E[max(0, z + e)], e ~ N(0, 1), i.e. log(z Phi(z) + phi(z)), stable
 /// far below the incumbent (Ament et al. 2023, "Unexpected improvements to
-/// expected improvement", eq. 9). Both branches see clamped inputs so the
-/// one not taken has finite gradients (torch::where would pass on a nan).
+/// expected improvement", eq. 9). With both branches, each sees clamped
+/// inputs so the one not taken has finite gradients (torch::where would
+/// pass on a nan).
 inline torch::Tensor standard_log_ei(const torch::Tensor& z) {
   constexpr double sqrt_half = 0.70710678118654752440;
   constexpr double inv_sqrt_2pi = 0.39894228040143267794;
   constexpr double sqrt_half_pi = 1.25331413731550025121;
   constexpr double log_sqrt_2pi = 0.91893853320467274178;
   constexpr double cut = -25;
-  const auto z1 = z.clamp_min(cut);
+  const bool any_tail = (z < cut).any().item<bool>();
+  const auto z1 = any_tail ? z.clamp_min(cut) : z;
   const auto direct = torch::log(0.5 * z1 * torch::special::erfc(-sqrt_half * z1) +
                                  torch::exp(-0.5 * z1 * z1) * inv_sqrt_2pi);
+  if (!any_tail) return direct;  // the common case: half the work
   const auto z2 = z.clamp_max(cut);
   const auto tail = -0.5 * z2 * z2 - log_sqrt_2pi +
                     torch::log1p(sqrt_half_pi * z2 * torch::special::erfcx(-sqrt_half * z2));
@@ -134,8 +137,15 @@ class GaussianProcess {
     torch::NoGradGuard no_grad;
     auto cov =
         kernel_of(train_sqd_, isl_, scale_) + noise_ * torch::eye(x_.size(0), torch::kDouble);
-    chol_ = torch::linalg::cholesky(cov);
-    alpha_ = solve_cholesky(chol_, y_.unsqueeze(-1)).squeeze(-1);
+    const auto chol = torch::linalg::cholesky(cov);
+    alpha_ = solve_cholesky(chol, y_.unsqueeze(-1)).squeeze(-1);
+    // L^-1 once: the acquisition's ascent differentiates through a matmul,
+    // several times cheaper than through a triangular solve.
+    inv_chol_t_ = torch::linalg::solve_triangular(chol, torch::eye(x_.size(0), torch::kDouble),
+                                                  /*upper=*/false, /*left=*/true,
+                                                  /*unitriangular=*/false)
+                      .t()
+                      .contiguous();
   }
   std::vector<double> lengthscales() const {
     std::vector<double> out;
@@ -154,10 +164,9 @@ class GaussianProcess {
     const auto xs = x.dim() == 1 ? x.unsqueeze(0) : x;
     const auto k = kernel(xs, x_);  // (m, n)
     auto mean = k.matmul(alpha_);
-    // k K^-1 k^T = |L^-1 k^T|^2 column by column, with K = L L^T.
-    const auto v = torch::linalg::solve_triangular(chol_, k.t(), /*upper=*/false, /*left=*/true,
-                                                   /*unitriangular=*/false);
-    auto var = (scale_ - v.square().sum(0)).clamp_min(0.0);
+    // k K^-1 k^T = |L^-1 k^T|^2 row by row, with K = L L^T.
+    const auto v = k.matmul(inv_chol_t_);
+    auto var = (scale_ - v.square().sum(-1)).clamp_min(0.0);
     if (x.dim() == 1) return {mean.squeeze(0), var.squeeze(0)};
     return {mean, var};
   }
@@ -285,7 +294,7 @@ class GaussianProcess {
   torch::Tensor x_, y_, categorical_, train_sqd_;
   bool any_categorical_ = false;
   KernelParams params_;
-  torch::Tensor isl_, scale_, noise_, chol_, alpha_;
+  torch::Tensor isl_, scale_, noise_, alpha_, inv_chol_t_;
 };
 
 /// One parameter of the GP's search space and its map to the unit box: a
@@ -360,7 +369,7 @@ struct GpOptions {
   bool deterministic_objective = false;  ///< fix the GP's noise at its floor
   int64_t n_candidates = 2048;           ///< quasi-random points the acquisition is evaluated at
   int64_t n_local_search = 10;           ///< of which this many (with the best trial) are ascended
-  int64_t n_ascent_steps = 100;          ///< gradient-ascent (Adam) steps per local search
+  int64_t max_ascent_steps = 100;        ///< gradient steps per local search, at most
   double minimum_noise = 1e-6;           ///< the GP's noise-variance floor
 };
 
@@ -375,7 +384,8 @@ class Gp {
                    ">= 0");
     require_option(o.n_candidates >= 1, "GpOptions.n_candidates", o.n_candidates, ">= 1");
     require_option(o.n_local_search >= 1, "GpOptions.n_local_search", o.n_local_search, ">= 1");
-    require_option(o.n_ascent_steps >= 0, "GpOptions.n_ascent_steps", o.n_ascent_steps, ">= 0");
+    require_option(o.max_ascent_steps >= 0, "GpOptions.max_ascent_steps", o.max_ascent_steps,
+                   ">= 0");
     require_option(o.minimum_noise > 0, "GpOptions.minimum_noise", o.minimum_noise, "> 0");
   }
 
@@ -443,7 +453,7 @@ class Gp {
 
  private:
   // The acquisition's argmax in the unit box: the best of n_candidates
-  // quasi-random points, then projected Adam ascent from it, from others
+  // quasi-random points, then projected gradient ascent from it, from others
   // picked in proportion to exp(acquisition) (Optuna's roulette) and from
   // the best trial; discrete coordinates snapped, categoricals swept.
   template <class Acq>
@@ -491,52 +501,53 @@ class Gp {
     return pool[acquisition(pool).argmax().template item<int64_t>()];
   }
 
-  // Projected Adam ascent in coordinates scaled by the lengthscales (z =
-  // x / l), where the kernel is isotropic and one step size suits every
-  // parameter; the best point each start visited is kept.
+  // Projected iRprop- ascent (Igel & Huesken 2000): each coordinate moves by
+  // its own step in the direction of its gradient's sign; the step grows
+  // while the sign holds and halves when it flips. It needs no learning rate
+  // (log EI's gradients span many orders of magnitude) and it knows when it
+  // has converged: every step that can still move is below tol. Coordinates
+  // are scaled by the lengthscales (z = x / l), where the kernel is
+  // isotropic, so one tolerance suits every parameter. The best point each
+  // start visited is kept.
   template <class Acq>
   torch::Tensor ascend(const Acq& acquisition, const detail::GaussianProcess& gp,
                        const std::vector<detail::GpAxis>& axes, const torch::Tensor& x0) const {
+    constexpr double step0 = 0.1, step_max = 1, step_min = 1e-6, tol = 1e-3;
     std::vector<uint8_t> cat_flags;
     for (const auto& a : axes) cat_flags.push_back(a.categorical);
-    const auto fixed = torch::tensor(cat_flags, torch::kBool);
+    const auto fixed = torch::tensor(cat_flags, torch::kBool).expand_as(x0);
     const auto l = torch::tensor(gp.lengthscales(), torch::kDouble);
-    const auto z_max = 1.0 / l;
+    const auto z_max = (1.0 / l).expand_as(x0);
     torch::AutoGradMode grad_on(true);
-    auto z = (x0 / l).detach();
-    auto m = torch::zeros_like(z), v = torch::zeros_like(z);
+    auto z = torch::min(x0 / l, z_max).detach();
+    auto step = torch::full_like(z, step0);
+    auto prev_g = torch::zeros_like(z);
     auto best_x = x0.clone();
-    torch::Tensor best_f;
-    {
-      torch::NoGradGuard no_grad;
-      best_f = acquisition(x0);
-    }
-    constexpr double beta1 = 0.9, beta2 = 0.999, lr0 = 0.1, lr1 = 1e-3;
-    const int64_t steps = options_.n_ascent_steps;
-    for (int64_t t = 1; t <= steps; ++t) {
+    auto best_f =
+        torch::full({x0.size(0)}, -std::numeric_limits<double>::infinity(), torch::kDouble);
+    for (int64_t t = 0; t <= options_.max_ascent_steps; ++t) {
       auto zt = z.clone().requires_grad_(true);
       const auto x = torch::where(fixed, x0, zt * l);
       const auto fx = acquisition(x);
+      if (t == options_.max_ascent_steps) {  // the last point: evaluated, not moved
+        const auto improved = (fx.detach() > best_f).unsqueeze(-1);
+        return torch::where(improved, x.detach(), best_x);
+      }
       fx.sum().backward();
       torch::NoGradGuard no_grad;
       const auto improved = fx.detach() > best_f;
       best_f = torch::where(improved, fx.detach(), best_f);
       best_x = torch::where(improved.unsqueeze(-1), x.detach(), best_x);
-      const auto g = zt.grad();
-      m = beta1 * m + (1 - beta1) * g;
-      v = beta2 * v + (1 - beta2) * g * g;
-      const double lr =
-          lr0 * std::pow(lr1 / lr0, static_cast<double>(t - 1) / static_cast<double>(steps));
-      const auto m_hat = m / (1 - std::pow(beta1, static_cast<double>(t)));
-      const auto v_hat = v / (1 - std::pow(beta2, static_cast<double>(t)));
-      z = torch::min(torch::max(z + lr * m_hat / (v_hat.sqrt() + 1e-12), torch::zeros_like(z)),
-                     z_max.expand_as(z));
-    }
-    if (steps > 0) {
-      torch::NoGradGuard no_grad;
-      const auto x = torch::where(fixed, x0, z * l);
-      const auto fx = acquisition(x);
-      best_x = torch::where((fx > best_f).unsqueeze(-1), x, best_x);
+      // A coordinate pressed against its bound, or categorical, stays put.
+      const auto pinned = fixed | (z <= 0 & zt.grad() < 0) | (z >= z_max & zt.grad() > 0);
+      auto g = torch::where(pinned, torch::zeros_like(z), zt.grad());
+      const auto agree = g * prev_g;
+      step = torch::where(agree > 0, (step * 1.2).clamp_max(step_max),
+                          torch::where(agree < 0, (step * 0.5).clamp_min(step_min), step));
+      g = torch::where(agree < 0, torch::zeros_like(g), g);  // no move right after a flip
+      z = torch::min(torch::max(z + g.sign() * step, torch::zeros_like(z)), z_max);
+      prev_g = g;
+      if (!((step > tol) & ~pinned & (zt.grad() != 0)).any().item<bool>()) return best_x;
     }
     return best_x;
   }
