@@ -1,6 +1,6 @@
 #pragma once
 // Where a study lives. Every storage gives the same guarantees, and
-// tests/tune/storage_suite.hpp checks them on each: trial numbers are unique
+// tests/tune/storage_test.cpp checks them on each: trial numbers are unique
 // and dense, a waiting trial is handed to one worker only, a final trial
 // never changes again, and every write is one transaction (a worker killed
 // mid-write leaves the study as it was before or after the write).
@@ -197,11 +197,13 @@ class InMemoryStorage final : public Storage {
   }
   void heartbeat(int64_t trial) override {
     std::lock_guard lock(mutex_);
-    heartbeats_.at(static_cast<size_t>(trial)) = detail::now_seconds();
+    trial_at(trial);  // an unknown id is a trainkit::Error, as elsewhere
+    heartbeats_[static_cast<size_t>(trial)] = detail::now_seconds();
   }
   double seconds_since_heartbeat(int64_t trial) override {
     std::lock_guard lock(mutex_);
-    return detail::now_seconds() - heartbeats_.at(static_cast<size_t>(trial));
+    trial_at(trial);
+    return detail::now_seconds() - heartbeats_[static_cast<size_t>(trial)];
   }
 
  private:

@@ -1,0 +1,161 @@
+#pragma once
+// SqliteStorage: a study in one SQLite file that several processes on one
+// machine share (WAL journal, so readers never wait for the writer; every
+// write transaction starts with BEGIN IMMEDIATE and waits up to
+// `busy_timeout` for the lock). A process killed mid-write leaves the study
+// as it was before the write. Not for network file systems: WAL needs
+// shared memory between the processes.
+#include <sqlite3.h>
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "trainkit/error.hpp"
+#include "trainkit/tune/detail/sql_storage.hpp"
+
+namespace trainkit::tune {
+
+struct SqliteOptions {
+  /// How long a write waits for another process's transaction.
+  std::chrono::milliseconds busy_timeout{60000};
+};
+
+namespace detail {
+
+class SqliteConnection final : public SqlConnection {
+ public:
+  SqliteConnection(const std::filesystem::path& file, const SqliteOptions& o)
+      : path_(file.string()) {
+    trainkit::detail::require_file_path("SqliteStorage file", file, "study.db");
+    if (sqlite3_open_v2(path_.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr) !=
+        SQLITE_OK) {
+      const std::string why = db_ ? sqlite3_errmsg(db_) : "out of memory";
+      sqlite3_close_v2(db_);
+      throw Error("trainkit: cannot open SQLite database \"" + path_ + "\": " + why);
+    }
+    try {
+      sqlite3_extended_result_codes(db_, 1);
+      sqlite3_busy_timeout(db_, static_cast<int>(o.busy_timeout.count()));
+      const auto mode = query("PRAGMA journal_mode = WAL", {});
+      if (mode.empty() || !mode[0][0] || *mode[0][0] != "wal") {
+        throw Error("trainkit: SQLite database \"" + path_ +
+                    "\" cannot use a write-ahead log (journal_mode " +
+                    (mode.empty() || !mode[0][0] ? std::string("?") : *mode[0][0]) +
+                    "); is it on a network file system?");
+      }
+      // WAL + NORMAL: a killed process never loses a commit; only a power
+      // cut may lose the last ones (never corrupts).
+      query("PRAGMA synchronous = NORMAL", {});
+      query("PRAGMA foreign_keys = ON", {});
+    } catch (...) {
+      close();
+      throw;
+    }
+  }
+  SqliteConnection(const SqliteConnection&) = delete;
+  SqliteConnection& operator=(const SqliteConnection&) = delete;
+  ~SqliteConnection() override { close(); }
+
+  SqlDialect dialect() const override { return SqlDialect::Sqlite; }
+  std::string where() const override { return "SQLite database \"" + path_ + "\""; }
+
+  void transaction(bool write, const std::function<void()>& body) override {
+    query(write ? "BEGIN IMMEDIATE" : "BEGIN", {});
+    try {
+      body();
+      query("COMMIT", {});
+    } catch (...) {
+      // An I/O error may have rolled back already.
+      if (!sqlite3_get_autocommit(db_)) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+      throw;
+    }
+  }
+
+  SqlRows query(const std::string& sql, const std::vector<SqlParam>& params) override {
+    sqlite3_stmt* s = prepare(sql);
+    struct Reset {  // leaves the statement ready (and its read lock released)
+      sqlite3_stmt* s;
+      ~Reset() {
+        sqlite3_reset(s);
+        sqlite3_clear_bindings(s);
+      }
+    } reset{s};
+    for (size_t k = 0; k < params.size(); ++k) {
+      const int i = static_cast<int>(k + 1);
+      int rc = SQLITE_OK;
+      if (const auto* n = std::get_if<int64_t>(&params[k])) {
+        rc = sqlite3_bind_int64(s, i, *n);
+      } else if (const auto* t = std::get_if<std::string>(&params[k])) {
+        rc = sqlite3_bind_text(s, i, t->data(), static_cast<int>(t->size()), SQLITE_TRANSIENT);
+      } else {
+        rc = sqlite3_bind_null(s, i);
+      }
+      if (rc != SQLITE_OK) fail(sql);
+    }
+    SqlRows rows;
+    for (;;) {
+      const int rc = sqlite3_step(s);
+      if (rc == SQLITE_DONE) break;
+      if (rc != SQLITE_ROW) fail(sql);
+      SqlRow row(static_cast<size_t>(sqlite3_column_count(s)));
+      for (int c = 0; c < static_cast<int>(row.size()); ++c) {
+        if (sqlite3_column_type(s, c) == SQLITE_NULL) continue;
+        const auto* p = reinterpret_cast<const char*>(sqlite3_column_text(s, c));
+        row[static_cast<size_t>(c)].emplace(p, static_cast<size_t>(sqlite3_column_bytes(s, c)));
+      }
+      rows.push_back(std::move(row));
+    }
+    return rows;
+  }
+
+ private:
+  sqlite3_stmt* prepare(const std::string& sql) {
+    if (const auto it = statements_.find(sql); it != statements_.end()) return it->second;
+    const std::string rendered = render_sql(sql, SqlDialect::Sqlite);
+    sqlite3_stmt* s = nullptr;
+    if (sqlite3_prepare_v3(db_, rendered.c_str(), static_cast<int>(rendered.size()),
+                           SQLITE_PREPARE_PERSISTENT, &s, nullptr) != SQLITE_OK) {
+      fail(sql);
+    }
+    statements_.emplace(sql, s);
+    return s;
+  }
+
+  [[noreturn]] void fail(const std::string& sql) const {
+    const std::string head = sql.size() > 60 ? sql.substr(0, 60) + "..." : sql;
+    throw Error("trainkit: " + where() + ": " + sqlite3_errmsg(db_) + " (in `" + head + "`)");
+  }
+
+  void close() {
+    for (auto& [sql, s] : statements_) sqlite3_finalize(s);
+    statements_.clear();
+    sqlite3_close_v2(db_);
+    db_ = nullptr;
+  }
+
+  std::string path_;
+  sqlite3* db_ = nullptr;
+  std::unordered_map<std::string, sqlite3_stmt*> statements_;
+};
+
+}  // namespace detail
+
+/// A study database in one file, shared by the processes of one machine.
+class SqliteStorage final : public detail::SqlStorage {
+ public:
+  explicit SqliteStorage(const std::filesystem::path& file, SqliteOptions options = {})
+      : detail::SqlStorage(std::make_unique<detail::SqliteConnection>(file, options)),
+        path_(file) {}
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+}  // namespace trainkit::tune
