@@ -3,9 +3,7 @@
 // (bitwise CRC, generic protobuf fields), the JSON lines and the trace are
 // parsed, the report is parsed as XML and drawn by a real browser.
 #if TRAINKIT_TEST_REPORT_READERS  // libxml2 and libpng (absent on the GPU machines)
-#include <libxml/parser.h>
-#include <libxml/tree.h>
-#include <png.h>
+#include "report_readers.hpp"
 #endif
 #include <trainkit/callbacks.hpp>
 #include <trainkit/io.hpp>
@@ -327,67 +325,7 @@ TEST_CASE(
 }
 
 #if TRAINKIT_TEST_REPORT_READERS
-namespace {
-
-struct Element {
-  std::string name;
-  std::map<std::string, std::string> attributes;
-  std::vector<Element> children;
-};
-Element to_element(xmlNode* node) {
-  Element e{reinterpret_cast<const char*>(node->name), {}, {}};
-  for (auto* a = node->properties; a; a = a->next) {
-    xmlChar* v = xmlNodeListGetString(node->doc, a->children, 1);
-    e.attributes[reinterpret_cast<const char*>(a->name)] = v ? reinterpret_cast<char*>(v) : "";
-    xmlFree(v);
-  }
-  for (auto* c = node->children; c; c = c->next)
-    if (c->type == XML_ELEMENT_NODE) e.children.push_back(to_element(c));
-  return e;
-}
-void find_all(const Element& e, const std::string& name, std::vector<const Element*>& out) {
-  if (e.name == name) out.push_back(&e);
-  for (const auto& c : e.children) find_all(c, name, out);
-}
-
-/// The report parsed strictly (well-formed XML, no recovery).
-Element parse_report(const fs::path& file) {
-  const auto text = io::read_file(file);
-  xmlDoc* doc = xmlReadMemory(text.data(), int(text.size()), file.c_str(), nullptr,
-                              XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING);
-  REQUIRE_MESSAGE(doc != nullptr, "the report is not well-formed: " << file);
-  auto root = to_element(xmlDocGetRootElement(doc));
-  xmlFreeDoc(doc);
-  return root;
-}
-
-struct Rect {
-  int left, top, width, height;
-};
-Rect chart_rect(const Element& svg) {
-  const auto& style = svg.attributes.at("style");
-  int left = -1, top = -1;
-  const auto at = style.find("left:");
-  REQUIRE(at != std::string::npos);
-  REQUIRE(std::sscanf(style.c_str() + at, "left:%dpx;top:%dpx", &left, &top) == 2);
-  return {left, top, std::stoi(svg.attributes.at("width")), std::stoi(svg.attributes.at("height"))};
-}
-/// The plot area inside a chart, in page pixels.
-Rect plot_rect(const Element& svg) {
-  const auto chart = chart_rect(svg);
-  std::vector<const Element*> rects;
-  find_all(svg, "rect", rects);
-  for (const auto* r : rects) {
-    if (r->attributes.count("class") && r->attributes.at("class") == "plot")
-      return {chart.left + std::stoi(r->attributes.at("x")),
-              chart.top + std::stoi(r->attributes.at("y")), std::stoi(r->attributes.at("width")),
-              std::stoi(r->attributes.at("height"))};
-  }
-  FAIL("no plot area in " << svg.attributes.at("data-chart"));
-  return chart;
-}
-
-}  // namespace
+using namespace tk_test::report;
 
 TEST_CASE("RunReport: well-formed, one SVG per chart, one point per logged step") {
   const auto& run = run_once();
@@ -453,10 +391,6 @@ TEST_CASE("RunReport: a resumed run's report covers the whole run") {
 
 TEST_CASE("RunReport: a headless browser draws every chart (chromium screenshot)") {
   const auto& run = run_once();
-  const char* browser = std::getenv("TRAINKIT_CHROMIUM");
-  const std::string chromium = browser ? browser : "/usr/bin/chromium";
-  REQUIRE_MESSAGE(fs::exists(chromium),
-                  chromium << " is missing: `scripts/run.sh setup` installs Debian's chromium");
   const auto root = parse_report(run.report);
   std::vector<const Element*> svgs;
   find_all(root, "svg", svgs);
@@ -467,33 +401,15 @@ TEST_CASE("RunReport: a headless browser draws every chart (chromium screenshot)
     height = std::max(height, chart.top + chart.height);
     plots.push_back(plot_rect(*s));
   }
-  const auto png = run.dir / "report.png";
-  fs::remove(png);
-  const std::string cmd = chromium +
-                          " --headless --no-sandbox --disable-gpu --hide-scrollbars"
-                          " --force-device-scale-factor=1 --user-data-dir=" +
-                          (run.dir / "chromium-profile").string() + " --window-size=1200," +
-                          std::to_string(height + 40) + " --screenshot=" + png.string() +
-                          " file://" + fs::absolute(run.report).string() + " > " +
-                          (run.dir / "chromium.log").string() + " 2>&1";
-  REQUIRE_MESSAGE(std::system(cmd.c_str()) == 0, cmd);
-  REQUIRE(fs::exists(png));
-  MESSAGE("screenshot: " << png.string());
-
-  png_image image{};
-  image.version = PNG_IMAGE_VERSION;
-  REQUIRE(png_image_begin_read_from_file(&image, png.c_str()));
-  image.format = PNG_FORMAT_RGB;
-  std::vector<uint8_t> pixels(PNG_IMAGE_SIZE(image));
-  REQUIRE(png_image_finish_read(&image, nullptr, pixels.data(), 0, nullptr));
-  REQUIRE(int(image.height) >= height);
+  const auto image = screenshot(run.report, run.dir, height + 40);
+  REQUIRE(image.height >= height);
   // In each chart's plot area, pixels of the first series' colour (#1f77b4).
   for (size_t i = 0; i < plots.size(); ++i) {
     const auto& r = plots[i];
     int drawn = 0;
     for (int y = r.top; y < r.top + r.height; ++y) {
       for (int x = r.left; x < r.left + r.width; ++x) {
-        const uint8_t* p = &pixels[(size_t(y) * image.width + size_t(x)) * 3];
+        const uint8_t* p = image.at(x, y);
         if (std::abs(p[0] - 0x1f) < 40 && std::abs(p[1] - 0x77) < 40 && std::abs(p[2] - 0xb4) < 40)
           ++drawn;
       }

@@ -17,7 +17,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
 #include <exception>
 #include <filesystem>
 #include <map>
@@ -25,6 +24,7 @@
 #include <utility>
 #include <vector>
 
+#include "trainkit/detail/html.hpp"
 #include "trainkit/error.hpp"
 #include "trainkit/io/atomic_file.hpp"
 #include "trainkit/state.hpp"
@@ -147,32 +147,9 @@ class RunReport {
     std::vector<Line> lines;
   };
 
-  static std::string escape(const std::string& s) {
-    std::string out;
-    for (const char c : s) {
-      switch (c) {
-        case '&':
-          out += "&amp;";
-          break;
-        case '<':
-          out += "&lt;";
-          break;
-        case '>':
-          out += "&gt;";
-          break;
-        case '"':
-          out += "&quot;";
-          break;
-        default:
-          out += c;
-      }
-    }
-    return out;
-  }
+  static std::string escape(const std::string& s) { return detail::html::escape(s); }
   static std::string num(double v, const char* format = "%.3g") {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, format, v);
-    return buf;
+    return detail::html::num(v, format);
   }
 
   std::vector<Chart> charts() const {
@@ -216,45 +193,28 @@ class RunReport {
       }
     }
     if (x0 > x1) x0 = 0, x1 = 1;
-    if (y0 > y1) y0 = 0, y1 = 1;
     if (x1 == x0) x0 -= 1, x1 += 1;
-    if (y1 == y0) {
-      const double d = y0 == 0 ? 1.0 : std::abs(y0) * 0.1;
-      y0 -= d, y1 += d;
-    }
-    const double margin = (y1 - y0) * 0.05;
-    y0 = y0 >= 0 ? std::max(0.0, y0 - margin) : y0 - margin;  // no negative axis for positive data
-    y1 += margin;
+    const auto range = detail::html::value_range(y0, y1);  // none: [0, 1]
+    y0 = range.lo, y1 = range.hi;
     auto px = [&](double x) { return pad_left + (x - x0) / (x1 - x0) * plot_w; };
     auto py = [&](double y) { return pad_top + (y1 - y) / (y1 - y0) * plot_h; };
 
-    std::string s = "<svg class=\"chart\" data-chart=\"" + escape(chart.title) + "\" width=\"" +
-                    std::to_string(kChartWidth) + "\" height=\"" + std::to_string(kChartHeight) +
-                    "\" style=\"position:absolute;left:" + std::to_string(left) +
-                    "px;top:" + std::to_string(top) +
-                    "px\" xmlns=\"http://www.w3.org/2000/svg\">\n";
-    s += "<rect class=\"plot\" x=\"" + std::to_string(pad_left) + "\" y=\"" +
-         std::to_string(pad_top) + "\" width=\"" + std::to_string(plot_w) + "\" height=\"" +
-         std::to_string(plot_h) + "\" fill=\"#ffffff\" stroke=\"#bbbbbb\"/>\n";
-    s += "<text x=\"" + std::to_string(pad_left) + "\" y=\"20\" class=\"title\">" +
-         escape(chart.title) + "</text>\n";
-    s += "<text x=\"" + std::to_string(pad_left - 6) + "\" y=\"" + std::to_string(pad_top + 10) +
-         "\" text-anchor=\"end\">" + num(y1) + "</text>\n";
-    s += "<text x=\"" + std::to_string(pad_left - 6) + "\" y=\"" +
-         std::to_string(pad_top + plot_h) + "\" text-anchor=\"end\">" + num(y0) + "</text>\n";
+    using detail::html::text;
+    std::string s = detail::html::chart_open(chart.title, left, top, kChartWidth, kChartHeight);
+    s += detail::html::plot_area(pad_left, pad_top, plot_w, plot_h);
+    s += text(pad_left, 20, chart.title, "class=\"title\"");
+    s += text(pad_left - 6, pad_top + 10, num(y1), "text-anchor=\"end\"");
+    s += text(pad_left - 6, pad_top + plot_h, num(y0), "text-anchor=\"end\"");
     const int axis_y = pad_top + plot_h + 16;
-    s += "<text x=\"" + std::to_string(pad_left) + "\" y=\"" + std::to_string(axis_y) + "\">" +
-         num(x0, "%.0f") + "</text>\n";
-    s += "<text x=\"" + std::to_string(pad_left + plot_w) + "\" y=\"" + std::to_string(axis_y) +
-         "\" text-anchor=\"end\">step " + num(x1, "%.0f") + "</text>\n";
+    s += text(pad_left, axis_y, num(x0, "%.0f"));
+    s += text(pad_left + plot_w, axis_y, "step " + num(x1, "%.0f"), "text-anchor=\"end\"");
     int legend_x = pad_left + 24 + 8 * int(chart.title.size());
     for (size_t i = 0; i < chart.lines.size(); ++i) {
       const auto& line = chart.lines[i];
       const char* color = colors[i % 4];
       std::string points;
       for (const auto& [x, y] : *line.points) {
-        if (!std::isfinite(y)) continue;
-        points += num(px(double(x)), "%.1f") + "," + num(py(y), "%.1f") + " ";
+        if (std::isfinite(y)) points += detail::html::point(px(double(x)), py(y));
       }
       s += "<polyline data-series=\"" + escape(line.name) + "\" fill=\"none\" stroke=\"" + color +
            "\" stroke-width=\"2\" points=\"" + points + "\"/>\n";
@@ -266,8 +226,7 @@ class RunReport {
         }
       }
       if (chart.lines.size() > 1) {  // a legend, in the lines' colours
-        s += "<text x=\"" + std::to_string(legend_x) + "\" y=\"20\" style=\"fill:" + color + "\">" +
-             escape(line.name) + "</text>\n";
+        s += text(legend_x, 20, line.name, "style=\"fill:" + std::string(color) + "\"");
         legend_x += 16 + 7 * int(line.name.size());
       }
     }
@@ -298,25 +257,14 @@ class RunReport {
     for (const auto& [name, value] : config_)
       config += "<tr><td>" + escape(name) + "</td><td>" + escape(value) + "</td></tr>\n";
 
-    return "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\"/>\n<title>" +
-           escape(options_.title) +
-           "</title>\n<style>\n"
-           "body{margin:0;position:relative;font:13px sans-serif;color:#222;background:#f6f6f6}\n"
-           "header{position:absolute;left:20px;top:0;height:80px;overflow:hidden}\n"
-           "h1{font-size:20px;margin:16px 0 4px}\n"
-           "svg.chart{background:#ffffff;border:0}\n"
-           "svg text{font:12px sans-serif;fill:#444}\nsvg text.title{font-weight:bold}\n"
-           "section{position:absolute;left:20px;width:1140px}\n"
-           "table{border-collapse:collapse;margin:4px 24px 16px 0;display:inline-table;"
-           "vertical-align:top}\n"
-           "td{border-bottom:1px solid #ddd;padding:3px 10px;font-family:monospace}\n"
-           "</style>\n</head>\n<body>\n<header><h1>" +
-           escape(options_.title) + "</h1><div>" + escape(status_) + " &#183; " +
-           std::to_string(all.size()) + " charts</div></header>\n" + body +
-           "<section style=\"top:" + std::to_string(bottom) +
-           "px\">\n<h2>Final figures</h2>\n<table class=\"figures\">\n" + figures +
-           "</table>\n<h2>Configuration</h2>\n<table class=\"config\">\n" + config +
-           "</table>\n</section>\n</body>\n</html>\n";
+    return detail::html::page(
+        options_.title, detail::html::kBaseCss,
+        "<header><h1>" + escape(options_.title) + "</h1><div>" + escape(status_) + " &#183; " +
+            std::to_string(all.size()) + " charts</div></header>\n" + body +
+            "<section style=\"top:" + std::to_string(bottom) +
+            "px\">\n<h2>Final figures</h2>\n<table class=\"figures\">\n" + figures +
+            "</table>\n<h2>Configuration</h2>\n<table class=\"config\">\n" + config +
+            "</table>\n</section>\n");
   }
 
   void write() const { io::write_file_atomically(options_.path, html()); }

@@ -90,6 +90,15 @@ struct StudyView {
   }
   /// Whether `a` is a better objective value than `b`.
   bool better(double a, double b) const { return direction == Direction::Minimize ? a < b : a > b; }
+  /// The best complete trial (the first of equals); nullptr when none is.
+  const FrozenTrial* best() const {
+    const FrozenTrial* out = nullptr;
+    for (const auto& t : trials) {
+      if (t.state == TrialState::Complete && t.value && (!out || better(*t.value, *out->value)))
+        out = &t;
+    }
+    return out;
+  }
 };
 
 /// The parameters every complete trial has, with one distribution each:

@@ -142,11 +142,7 @@ class Study final : private detail::TrialDriver {
   /// The best complete trial; throws when there is none.
   FrozenTrial best_trial() const {
     const auto all = trials();
-    const StudyView view{options_.direction, all};
-    const FrozenTrial* best = nullptr;
-    for (const auto* t : view.with_state(TrialState::Complete)) {
-      if (!best || view.better(*t->value, *best->value)) best = t;
-    }
+    const FrozenTrial* best = StudyView{options_.direction, all}.best();
     if (!best) throw Error("trainkit: study \"" + options_.name + "\" has no complete trial yet");
     return *best;
   }
