@@ -16,8 +16,10 @@ cd "$(dirname "$0")/.."
 # Debian packages and why: see the dependency table in README.md.
 DEMO_PACKAGES=(build-essential cmake ninja-build libtorch-dev libopenblas0-openmp
                nlohmann-json3-dev libcli11-dev zlib1g-dev libgloo-dev)
+# libsqlite3-dev and libpq-dev: trainkit::tune's study storages; postgresql: the
+# server its PostgreSQL tests start (scripts/postgres.sh).
 TEST_PACKAGES=(doctest-dev clang-format libxml2-dev libpng-dev chromium pkgconf git
-               debootstrap)
+               debootstrap libsqlite3-dev libpq-dev postgresql)
 
 install_missing() {
   local missing=()

@@ -1,0 +1,401 @@
+// The Storage contract (storage.hpp), checked the same way on every storage:
+// InMemoryStorage (the reference), SqliteStorage and PostgresStorage.
+#include "storage_suite.hpp"
+
+#include <sqlite3.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <set>
+#include <thread>
+#include <vector>
+
+using namespace trainkit::tune;
+using tune_test::Backend;
+using tune_test::unique_name;
+
+namespace {
+
+const WorkerId me{"test-host", 1};
+
+bool same_bits(double a, double b) {
+  if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b);
+  return std::memcmp(&a, &b, sizeof a) == 0;
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const trainkit::Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+void create_and_load(const Backend& b) {
+  auto s = b.open();
+  const auto name = unique_name("create");
+  const auto id = s->create_study(name, Direction::Minimize, false);
+  CHECK(s->direction(id) == Direction::Minimize);
+  CHECK(error_of([&] {
+          s->create_study(name, Direction::Minimize, false);
+        }).find("already exists") != std::string::npos);
+  auto other = b.open();  // another connection sees the same study
+  CHECK(other->create_study(name, Direction::Minimize, true) == id);
+  const auto mismatch = error_of([&] { other->create_study(name, Direction::Maximize, true); });
+  CHECK(mismatch.find("stored with direction minimize, opened with maximize") != std::string::npos);
+
+  const auto name2 = unique_name("create");
+  const auto id2 = other->create_study(name2, Direction::Maximize, false);
+  CHECK(id2 != id);
+  CHECK(s->direction(id2) == Direction::Maximize);
+  const auto names = s->study_names();
+  const auto at = [&](const std::string& n) { return std::find(names.begin(), names.end(), n); };
+  REQUIRE(at(name) != names.end());
+  REQUIRE(at(name2) != names.end());
+  CHECK(at(name) < at(name2));  // in creation order
+
+  CHECK(s->trials(id).empty());
+  const int64_t missing = 987654321;
+  CHECK(error_of([&] { s->direction(missing); }).find("no study with id") != std::string::npos);
+  CHECK(error_of([&] { s->trials(missing); }).find("no study with id") != std::string::npos);
+  CHECK(error_of([&] {
+          s->start_trial(missing, me, std::nullopt, false);
+        }).find("no study with id") != std::string::npos);
+}
+TUNE_STORAGE_CASE_IMPL("storage", "create and load a study and refuse a direction mismatch",
+                       create_and_load)
+
+void dense_numbers(const Backend& b) {
+  auto s = b.open();
+  const auto study = s->create_study(unique_name("dense"), Direction::Minimize, false);
+  // Four threads start and enqueue at once (a start claims an enqueued
+  // trial when there is one); two share a handle (as a study's heartbeat
+  // thread does), two have connections of their own.
+  std::atomic<int> created{0};
+  std::vector<std::thread> threads;
+  for (int k = 0; k < 4; ++k) {
+    threads.emplace_back([&b, &created, s, study, k] {
+      auto mine = k < 2 ? s : b.open();
+      for (int i = 0; i < 10; ++i) {
+        if (i % 3 == 2) {
+          mine->enqueue_trial(study, {{"k", k}});
+          ++created;
+        } else {
+          const auto t = mine->start_trial(study, me, std::nullopt, false);
+          CHECK(t.has_value());  // (REQUIRE would throw out of the thread)
+          if (!t) continue;
+          created += !t->system_attrs.contains("fixed_params");
+          if (i % 2 == 0) mine->finish_trial(t->id, TrialState::Complete, i);
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  const auto trials = s->trials(study);
+  REQUIRE(trials.size() == static_cast<size_t>(created.load()));
+  CHECK(trials.size() >= 28);
+  std::set<int64_t> ids;
+  for (size_t k = 0; k < trials.size(); ++k) {
+    CHECK(trials[k].number == static_cast<int64_t>(k));
+    ids.insert(trials[k].id);
+  }
+  CHECK(ids.size() == trials.size());
+}
+TUNE_STORAGE_CASE_IMPL("storage", "trial numbers are unique and dense", dense_numbers)
+
+void waiting_first(const Backend& b) {
+  auto s = b.open();
+  const auto study = s->create_study(unique_name("waiting"), Direction::Minimize, false);
+  s->enqueue_trial(study, {{"x", 1}});
+  s->enqueue_trial(study, {{"x", 2}}, {{"retry_of", 7}});
+  CHECK_FALSE(s->start_trial(study, me, std::nullopt, true) == std::nullopt);
+  const auto second = s->start_trial(study, me, std::nullopt, false);
+  REQUIRE(second);
+  CHECK(second->number == 1);
+  CHECK(second->state == TrialState::Running);
+  CHECK(second->system_attrs.at("fixed_params") == nlohmann::json{{"x", 2}});
+  CHECK(second->system_attrs.at("retry_of") == 7);
+  CHECK(second->system_attrs.at("worker") == me.to_json());
+  CHECK(second->started_at > 1e9);
+  CHECK(s->start_trial(study, me, std::nullopt, true) == std::nullopt);
+  const auto fresh = s->start_trial(study, me, std::nullopt, false);
+  REQUIRE(fresh);
+  CHECK(fresh->number == 2);
+  CHECK_FALSE(fresh->system_attrs.contains("fixed_params"));
+
+  // 30 waiting trials, six threads claiming: each handed out exactly once.
+  const auto grid = s->create_study(unique_name("claims"), Direction::Minimize, false);
+  for (int k = 0; k < 30; ++k) s->enqueue_trial(grid, {{"k", k}});
+  std::mutex mutex;
+  std::multiset<int64_t> claimed;
+  std::vector<std::thread> threads;
+  for (int k = 0; k < 6; ++k) {
+    threads.emplace_back([&] {
+      auto mine = b.open();
+      while (const auto t = mine->start_trial(grid, me, std::nullopt, true)) {
+        std::lock_guard lock(mutex);
+        claimed.insert(t->system_attrs.at("fixed_params").at("k").get<int64_t>());
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  CHECK(claimed.size() == 30);
+  CHECK(std::set<int64_t>(claimed.begin(), claimed.end()).size() == 30);
+  for (const auto& t : s->trials(grid)) CHECK(t.state == TrialState::Running);
+}
+TUNE_STORAGE_CASE_IMPL("storage", "waiting trials are handed out once, before new ones",
+                       waiting_first)
+
+void budget(const Backend& b) {
+  auto s = b.open();
+  const auto study = s->create_study(unique_name("budget"), Direction::Minimize, false);
+  std::vector<int64_t> ids;
+  for (int k = 0; k < 3; ++k) ids.push_back(s->start_trial(study, me, 3, false)->id);
+  CHECK(s->start_trial(study, me, 3, false) == std::nullopt);
+  CHECK(s->start_trial(study, me, 4, false) != std::nullopt);  // 4 now
+  s->finish_trial(ids[0], TrialState::Fail, std::nullopt);     // failed: not counted
+  CHECK(s->start_trial(study, me, 4, false) != std::nullopt);
+  CHECK(s->start_trial(study, me, 4, false) == std::nullopt);
+  // A waiting trial counts, and is still handed out over the budget.
+  s->enqueue_trial(study, {{"x", 1}});
+  const auto w = s->start_trial(study, me, 4, false);
+  REQUIRE(w);
+  CHECK(w->system_attrs.contains("fixed_params"));
+  CHECK(s->start_trial(study, me, 6, false) != std::nullopt);
+  CHECK(s->start_trial(study, me, 6, false) == std::nullopt);
+  CHECK(s->trials(study).size() == 7);
+}
+TUNE_STORAGE_CASE_IMPL("storage", "max_trials counts every trial not failed", budget)
+
+void enqueue_once(const Backend& b) {
+  auto s = b.open();
+  const auto study = s->create_study(unique_name("once"), Direction::Minimize, false);
+  const std::vector<nlohmann::json> grid = {{{"x", 1}}, {{"x", 2}}, {{"x", 3}}};
+  // Five workers start together: one of them enqueues the grid.
+  std::atomic<int> enqueued{0};
+  std::vector<std::thread> threads;
+  for (int k = 0; k < 5; ++k) {
+    threads.emplace_back([&] {
+      auto mine = b.open();
+      enqueued += mine->enqueue_trials_once(study, "grid-a", grid);
+    });
+  }
+  for (auto& t : threads) t.join();
+  CHECK(enqueued == 1);
+  CHECK_FALSE(s->enqueue_trials_once(study, "grid-a", grid));
+  CHECK(s->enqueue_trials_once(study, "grid-b", {{{"x", 9}}}));
+  const auto trials = s->trials(study);
+  REQUIRE(trials.size() == 4);
+  for (size_t k = 0; k < 3; ++k) {
+    CHECK(trials[k].state == TrialState::Waiting);
+    CHECK(trials[k].system_attrs.at("fixed_params") == grid[k]);
+  }
+  CHECK(trials[3].system_attrs.at("fixed_params").at("x") == 9);
+  // The marks are per study.
+  const auto other = s->create_study(unique_name("once"), Direction::Minimize, false);
+  CHECK(s->enqueue_trials_once(other, "grid-a", grid));
+}
+TUNE_STORAGE_CASE_IMPL("storage", "enqueue_trials_once enqueues exactly once", enqueue_once)
+
+void immutable(const Backend& b) {
+  auto s = b.open();
+  const auto study = s->create_study(unique_name("final"), Direction::Minimize, false);
+  const auto t = *s->start_trial(study, me, std::nullopt, false);
+  const Param x{FloatDistribution{0, 1, false, std::nullopt}, 0.5};
+  s->set_param(t.id, "x", x);
+  CHECK(s->finish_trial(t.id, TrialState::Complete, 1.5));
+  CHECK_FALSE(s->finish_trial(t.id, TrialState::Fail, std::nullopt));
+  CHECK(error_of([&] { s->set_param(t.id, "y", x); }).find("trial 0 is complete, not running") !=
+        std::string::npos);
+  CHECK(error_of([&] { s->report(t.id, 0, 1.0); }).find("can no longer change") !=
+        std::string::npos);
+  s->set_system_attr(t.id, "fail_reason", "noted after the end");  // attrs stay writable
+  const auto after = b.open()->trials(study).at(0);
+  CHECK(after.state == TrialState::Complete);
+  CHECK(after.value == 1.5);
+  CHECK(after.params.size() == 1);
+  CHECK(after.intermediate.empty());
+  CHECK(after.finished_at >= after.started_at);
+  CHECK(after.system_attrs.at("fail_reason") == "noted after the end");
+
+  s->enqueue_trial(study, {{"x", 0.25}});
+  const auto waiting = s->trials(study).at(1);
+  CHECK_FALSE(s->finish_trial(waiting.id, TrialState::Complete, 1.0));  // not running
+  CHECK(error_of([&] { s->set_param(waiting.id, "x", x); }).find("is waiting, not running") !=
+        std::string::npos);
+  CHECK(error_of([&] {
+          s->finish_trial(987654321, TrialState::Complete, 1.0);
+        }).find("no trial with id") != std::string::npos);
+}
+TUNE_STORAGE_CASE_IMPL("storage", "a finished trial never changes", immutable)
+
+void round_trip(const Backend& b) {
+  auto s = b.open();
+  const auto study = s->create_study(unique_name("exact"), Direction::Maximize, false);
+  const auto t = *s->start_trial(study, me, std::nullopt, false);
+  const std::map<std::string, Param> params = {
+      {"lr", {FloatDistribution{1e-5, 0.3, true, std::nullopt}, 0.1 + 0.2}},
+      {"tiny", {FloatDistribution{-1, 1, false, std::nullopt}, 4.9406564584124654e-324}},
+      {"neg0", {FloatDistribution{-1, 1, false, std::nullopt}, -0.0}},
+      {"grid", {FloatDistribution{0.1, 0.9, false, 0.1}, 0.30000000000000004}},
+      {"units", {IntDistribution{-3, int64_t{1} << 40, 7, false}, 1099511627772.0}},
+      {"layers", {IntDistribution{1, 64, 1, true}, 17}},
+      {"choice",
+       {CategoricalDistribution{
+            {"a", 1, 2.5, true, nullptr, "ünï \"q\"", 0.1, int64_t{9007199254740993}}},
+        5}},
+  };
+  for (const auto& [name, p] : params) s->set_param(t.id, name, p);
+  const std::map<int64_t, double> values = {
+      {0, 0.1},
+      {1, std::numeric_limits<double>::quiet_NaN()},
+      {2, -0.0},
+      {3, std::numeric_limits<double>::infinity()},
+      {4, -std::numeric_limits<double>::infinity()},
+      {5, std::numeric_limits<double>::denorm_min()},
+      {6, std::numeric_limits<double>::max()},
+      {7, 1.0 / 3},
+      {1000000000000, -1e-300},
+  };
+  s->report(t.id, 7, 42.0);  // reported again below: the last value stays
+  for (const auto& [step, v] : values) s->report(t.id, step, v);
+  const nlohmann::json user = {{"list", {1, "x", {{"y", nullptr}}}},
+                               {"big", int64_t{9007199254740993}},
+                               {"text", "ünï \"quoted\"\n"},
+                               {"third", 1.0 / 3},
+                               {"neg", -12},
+                               {"empty", nlohmann::json::object()}};
+  for (const auto& [key, v] : user.items()) s->set_user_attr(t.id, key, v);
+  s->set_system_attr(t.id, "rung_0", 0.5);
+  s->set_system_attr(t.id, "rung_0", 0.25);  // overwritten
+  CHECK(s->finish_trial(t.id, TrialState::Pruned, 0.1 + 0.2));
+
+  const auto r = b.open()->trials(study).at(0);  // read back on a new connection
+  CHECK(r.state == TrialState::Pruned);
+  REQUIRE(r.value);
+  CHECK(same_bits(*r.value, 0.1 + 0.2));
+  REQUIRE(r.params.size() == params.size());
+  for (const auto& [name, p] : params) {
+    INFO(name);
+    const auto& got = r.params.at(name);
+    CHECK(got.distribution == p.distribution);
+    CHECK(same_bits(got.internal, p.internal));
+    CHECK(got.value() == p.value());
+  }
+  CHECK(r.params.at("choice").value() == "ünï \"q\"");
+  REQUIRE(r.intermediate.size() == values.size());
+  for (const auto& [step, v] : values) {
+    INFO(step);
+    CHECK(same_bits(r.intermediate.at(step), v));
+  }
+  CHECK(r.user_attrs == user);
+  CHECK(r.user_attrs.at("big").get<int64_t>() == 9007199254740993);
+  CHECK(r.system_attrs.at("rung_0") == 0.25);
+  CHECK(r.system_attrs.at("worker") == me.to_json());
+}
+TUNE_STORAGE_CASE_IMPL("storage", "params, intermediates and attrs read back exactly", round_trip)
+
+void heartbeats(const Backend& b) {
+  auto s = b.open();
+  const auto study = s->create_study(unique_name("beat"), Direction::Minimize, false);
+  const auto t = *s->start_trial(study, me, std::nullopt, false);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const double old = b.open()->seconds_since_heartbeat(t.id);
+  CHECK(old >= 0.25);
+  CHECK(old < 30);
+  s->heartbeat(t.id);
+  const double fresh = s->seconds_since_heartbeat(t.id);
+  CHECK(fresh >= -0.01);
+  CHECK(fresh < 0.25);
+  CHECK(error_of([&] { s->heartbeat(987654321); }).find("no trial with id") != std::string::npos);
+}
+TUNE_STORAGE_CASE_IMPL("storage", "heartbeats age by the storage's clock", heartbeats)
+
+}  // namespace
+
+// SQLite alone: its file, its schema, its errors.
+
+TEST_CASE("storage sqlite: errors name the file and the schema is versioned") {
+  tune_test::TempDir dir;
+  const auto missing = dir.path / "no" / "such" / "folder" / "study.db";
+  const auto open_error = error_of([&] { SqliteStorage s(missing); });
+  CHECK(open_error.find(missing.string()) != std::string::npos);
+  CHECK(open_error.find("unable to open database file") != std::string::npos);
+
+  const auto file = dir.path / "study.db";
+  { SqliteStorage s(file); }
+  { SqliteStorage s(file); }  // the schema is created once, then found
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(file.c_str(), &db) == SQLITE_OK);
+  CHECK(sqlite3_exec(db, "UPDATE tune_meta SET value = '99' WHERE key = 'schema_version'", nullptr,
+                     nullptr, nullptr) == SQLITE_OK);
+  sqlite3_close(db);
+  CHECK(error_of([&] { SqliteStorage s(file); }).find("schema version 99") != std::string::npos);
+}
+
+TEST_CASE("storage sqlite: a failed call writes nothing") {
+  tune_test::TempDir dir;
+  SqliteStorage s(dir.path / "study.db");
+  const auto study = s.create_study("s", Direction::Minimize, false);
+  // A direction mismatch throws inside the transaction: no second study.
+  CHECK_THROWS_AS(s.create_study("s", Direction::Maximize, true), trainkit::Error);
+  CHECK(s.study_names() == std::vector<std::string>{"s"});
+  const auto t = *s.start_trial(study, me, std::nullopt, false);
+  s.finish_trial(t.id, TrialState::Complete, 1.0);
+  CHECK_THROWS_AS(s.report(t.id, 0, 1.0), trainkit::Error);
+  CHECK(s.trials(study).at(0).intermediate.empty());
+}
+
+#if TRAINKIT_TUNE_HAS_POSTGRES
+namespace {
+
+// The test server's connection string with one more option.
+std::string postgres_with(const std::string& key, const std::string& value) {
+  std::string c = tune_test::postgres_conninfo();
+  if (c.find("://") == std::string::npos) return c + " " + key + "=" + value;
+  return c + (c.find('?') == std::string::npos ? "?" : "&") + key + "=" + value;
+}
+
+}  // namespace
+
+TEST_CASE("storage postgres: connection errors carry the server's message" *
+          doctest::skip(!tune_test::postgres_conninfo())) {
+  const auto e = error_of([&] { PostgresStorage s(postgres_with("dbname", "trainkit_no_db")); });
+  CHECK(e.find("cannot connect to PostgreSQL database (") != std::string::npos);
+  CHECK(e.find("host=127.0.0.1") != std::string::npos);
+  CHECK(e.find("database \"trainkit_no_db\" does not exist") != std::string::npos);
+  CHECK(error_of([&] { PostgresStorage s("nonsense"); }).find("connection string is invalid") !=
+        std::string::npos);
+}
+
+TEST_CASE("storage postgres: a connection the server dropped is reset by the next call" *
+          doctest::skip(!tune_test::postgres_conninfo())) {
+  const auto app = "trainkit_reset_" + std::to_string(::getpid());
+  PostgresStorage s(postgres_with("application_name", app));
+  const auto study = s.create_study(unique_name("reset"), Direction::Maximize, false);
+  PGconn* admin = PQconnectdb(tune_test::postgres_conninfo());
+  REQUIRE(PQstatus(admin) == CONNECTION_OK);
+  const auto sql =
+      "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE "
+      "application_name = '" +
+      app + "'";
+  PGresult* r = PQexec(admin, sql.c_str());
+  CHECK(PQntuples(r) == 1);
+  PQclear(r);
+  PQfinish(admin);
+  CHECK(error_of([&] { s.direction(study); }).find("PostgreSQL database (") != std::string::npos);
+  CHECK(s.direction(study) == Direction::Maximize);  // reconnected, statements prepared again
+  CHECK(s.trials(study).empty());
+}
+#endif
+
+TEST_CASE("storage: the cases that need a database server" *
+          doctest::skip(tune_test::postgres_conninfo() != nullptr)) {
+  MESSAGE(
+      "skipped: TRAINKIT_TEST_POSTGRES is not set; CTest's test_tune.postgres runs them "
+      "against a server of its own when the build found PostgreSQL's server binaries");
+}
