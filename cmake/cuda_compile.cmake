@@ -43,7 +43,7 @@ file(GLOB sources CONFIGURE_DEPENDS
 # 10 of this preset's 24 minutes on 2 cores (decisions 53). Self-containment
 # is the release build's headers.self_contained test.
 set(all_headers "")
-foreach(header ${TRAINKIT_HEADERS})
+foreach(header ${TRAINKIT_HEADERS} ${TRAINKIT_TUNE_HEADERS})
   file(RELATIVE_PATH name "${PROJECT_SOURCE_DIR}/include" "${header}")
   string(APPEND all_headers "#include <${name}>\n")
 endforeach()
@@ -52,6 +52,9 @@ list(APPEND sources "${PROJECT_BINARY_DIR}/cuda_compile_all_headers.cpp")
 add_library(trainkit_cuda_objects OBJECT ${sources})
 target_link_libraries(trainkit_cuda_objects PRIVATE trainkit::trainkit trainkit_dev_flags
   doctest::doctest CLI11::CLI11 LibXml2::LibXml2 PNG::PNG)
+if(TARGET trainkit_tune)  # the search's headers and examples/tune.cpp
+  target_link_libraries(trainkit_cuda_objects PRIVATE trainkit_tune)
+endif()
 # The values the real targets get from their CMake files; only their types matter here.
 target_compile_definitions(trainkit_cuda_objects PRIVATE DOCTEST_CONFIG_SUPER_FAST_ASSERTS
   ${TRAINKIT_TEST_DATA_DEFINITIONS} TRAINKIT_KILL_HELPER="kill_helper"

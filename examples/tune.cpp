@@ -1,0 +1,127 @@
+// Tunes the demo CNN on the glyphs: learning rate, weight decay, batch size
+// and OneCycle's pct_start, with TPE and ASHA pruning, in a study that lives
+// in an SQLite file. Several processes can share it:
+//   scripts/launch.sh -n 2 -- ./build/release/examples/tune --trials 30
+// and it resumes after a crash with every finished trial kept. Writes the
+// trial table (CSV, JSON) and an HTML study report beside the database.
+#include <torch/torch.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <trainkit/parallel/environment.hpp>
+#include <trainkit/trainkit.hpp>
+#include <trainkit/tune.hpp>
+#include <trainkit/tune/samplers/gp.hpp>
+
+#include "glyphs.hpp"
+#include "models.hpp"
+
+using namespace trainkit;
+
+namespace {
+
+struct Setup {
+  int64_t max_epochs = 8;
+  int64_t train_size = 6000, val_size = 1000;
+  uint64_t seed = 0;
+  data::TensorDataset train, val;
+};
+
+// One trial: suggest, train with pruning, return the best validation loss.
+double train_once(tune::Trial& trial, const Setup& s) {
+  const double lr = trial.suggest_float("lr", 1e-4, 3e-2, {.log = true});
+  const double weight_decay = trial.suggest_float("weight_decay", 1e-5, 1e-1, {.log = true});
+  const auto batch_size = trial.suggest_categorical("batch_size", {32, 64, 128, 256});
+  const double pct_start = trial.suggest_float("pct_start", 0.1, 0.5);
+
+  torch::manual_seed(static_cast<uint64_t>(trial.number()) + s.seed);
+  SmallCnn model;
+  Trainer<optim::AdamW, sched::OneCycle> trainer(
+      model, {.optim = {.lr = lr, .weight_decay = weight_decay},
+              .sched = {.max_lr = lr, .pct_start = pct_start}});
+  data::TensorBatches train(s.train, {.batch_size = batch_size, .shuffle = true,
+                                      .seed = s.seed + static_cast<uint64_t>(trial.number())});
+  data::TensorBatches val(s.val, {.batch_size = 500});
+  callbacks::EarlyStopping best({.monitor = "val_loss", .patience = s.max_epochs,
+                                 .restore_best_weights = false});
+  const auto result = trainer.fit(task::Classification{}, train,
+                                  {.epochs = s.max_epochs, .val_data = val},
+                                  tune::Pruning(trial, {.monitor = "val_loss"}), best);
+  trial.set_user_attr("epochs", result.epochs);  // the compute this trial used
+  trial.set_user_attr("val_accuracy", result.metrics.at("val_accuracy"));
+  return best.best();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"trainkit tune: hyperparameter search for the demo CNN on the glyphs"};
+  Setup s;
+  int64_t trials = 30;
+  std::string sampler = "tpe", pruner = "asha", storage = "runs/tune/study.db", study_name = "cnn";
+  int threads = 0;
+  app.add_option("--trials", trials, "study budget: trials across all workers")->check(CLI::PositiveNumber);
+  app.add_option("--epochs", s.max_epochs, "epochs of a trial that is not pruned")->check(CLI::PositiveNumber);
+  app.add_option("--sampler", sampler, "tpe, gp, random, halton")->check(CLI::IsMember({"tpe", "gp", "random", "halton"}));
+  app.add_option("--pruner", pruner, "asha, median, none")->check(CLI::IsMember({"asha", "median", "none"}));
+  app.add_option("--storage", storage, "the study's SQLite file");
+  app.add_option("--study", study_name, "the study's name in the storage");
+  app.add_option("--train-size", s.train_size, "glyphs to train on")->check(CLI::PositiveNumber);
+  app.add_option("--val-size", s.val_size, "glyphs to validate on")->check(CLI::PositiveNumber);
+  app.add_option("--seed", s.seed, "sampler and training seed");
+  app.add_option("--threads", threads, "intra-op threads (0: LibTorch's default)");
+  CLI11_PARSE(app, argc, argv);
+  if (threads > 0) torch::set_num_threads(threads);
+
+  try {
+    s.train = examples::make_glyphs(s.train_size, /*seed=*/1);
+    s.val = examples::make_glyphs(s.val_size, /*seed=*/2);
+    const auto dir = std::filesystem::path(storage).parent_path();
+    if (!dir.empty()) std::filesystem::create_directories(dir);
+    auto db = std::make_shared<tune::SqliteStorage>(storage);
+
+    auto run = [&](auto sampler_policy, auto pruner_policy) {
+      tune::Study study(db, {.name = study_name, .direction = tune::Direction::Minimize},
+                        std::move(sampler_policy), std::move(pruner_policy));
+      study.optimize([&](tune::Trial& t) { return train_once(t, s); },
+                     {.max_trials = trials, .retry_failed = 1});
+      return study.trials();
+    };
+    auto with_pruner = [&](auto sampler_policy) {
+      if (pruner == "asha") return run(std::move(sampler_policy), tune::pruner::Asha({.min_resource = 1, .reduction_factor = 3}));
+      if (pruner == "median") return run(std::move(sampler_policy), tune::pruner::Median({.n_warmup_steps = 1}));
+      return run(std::move(sampler_policy), tune::pruner::None{});
+    };
+    const auto all = sampler == "tpe"      ? with_pruner(tune::sampler::Tpe({.seed = s.seed}))
+                     : sampler == "gp"     ? with_pruner(tune::sampler::Gp({.seed = s.seed}))
+                     : sampler == "halton" ? with_pruner(tune::sampler::Halton({.seed = s.seed}))
+                                           : with_pruner(tune::sampler::Random({.seed = s.seed}));
+
+    // Rank 0 of a launch (or a lone process) writes the tables and the report.
+    if (parallel::Environment::detect().rank != 0) return 0;
+    const auto report_dir = (dir.empty() ? std::filesystem::path(".") : dir) / study_name;
+    tune::StudyReport{report_dir}.write(study_name, tune::Direction::Minimize, all);
+    int64_t epochs = 0, complete = 0, pruned = 0;
+    const tune::FrozenTrial* best = nullptr;
+    for (const auto& t : all) {
+      epochs += t.user_attrs.value("epochs", int64_t{0});
+      complete += t.state == tune::TrialState::Complete;
+      pruned += t.state == tune::TrialState::Pruned;
+      if (t.state == tune::TrialState::Complete && (!best || *t.value < *best->value)) best = &t;
+    }
+    std::printf("study %s: %zu trials (%lld complete, %lld pruned), %lld epochs trained of %lld without pruning\n",
+                study_name.c_str(), all.size(), (long long)complete, (long long)pruned,
+                (long long)epochs, (long long)(all.size() * static_cast<size_t>(s.max_epochs)));
+    std::printf("report: %s/report.html, trials.csv, trials.json\n", report_dir.c_str());
+    if (!best) throw Error("no trial completed");
+    std::printf("best: trial %lld val_loss %.4f val_accuracy %.4f params %s\n",
+                (long long)best->number, *best->value,
+                best->user_attrs.value("val_accuracy", 0.0),
+                tune::detail::format_params(*best).c_str());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tune: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
