@@ -37,17 +37,18 @@ double train_once(tune::Trial& trial, const Setup& s) {
 
   torch::manual_seed(static_cast<uint64_t>(trial.number()) + s.seed);
   SmallCnn model;
-  Trainer<optim::AdamW, sched::OneCycle> trainer(
-      model, {.optim = {.lr = lr, .weight_decay = weight_decay},
-              .sched = {.max_lr = lr, .pct_start = pct_start}});
-  data::TensorBatches train(s.train, {.batch_size = batch_size, .shuffle = true,
+  Trainer<optim::AdamW, sched::OneCycle> trainer(model,
+                                                 {.optim = {.lr = lr, .weight_decay = weight_decay},
+                                                  .sched = {.max_lr = lr, .pct_start = pct_start}});
+  data::TensorBatches train(s.train, {.batch_size = batch_size,
+                                      .shuffle = true,
                                       .seed = s.seed + static_cast<uint64_t>(trial.number())});
   data::TensorBatches val(s.val, {.batch_size = 500});
-  callbacks::EarlyStopping best({.monitor = "val_loss", .patience = s.max_epochs,
-                                 .restore_best_weights = false});
-  const auto result = trainer.fit(task::Classification{}, train,
-                                  {.epochs = s.max_epochs, .val_data = val},
-                                  tune::Pruning(trial, {.monitor = "val_loss"}), best);
+  callbacks::EarlyStopping best(
+      {.monitor = "val_loss", .patience = s.max_epochs, .restore_best_weights = false});
+  const auto result =
+      trainer.fit(task::Classification{}, train, {.epochs = s.max_epochs, .val_data = val},
+                  tune::Pruning(trial, {.monitor = "val_loss"}), best);
   trial.set_user_attr("epochs", result.epochs);  // the compute this trial used
   trial.set_user_attr("val_accuracy", result.metrics.at("val_accuracy"));
   return best.best();
@@ -61,10 +62,14 @@ int main(int argc, char** argv) {
   int64_t trials = 30;
   std::string sampler = "tpe", pruner = "asha", storage = "runs/tune/study.db", study_name = "cnn";
   int threads = 0;
-  app.add_option("--trials", trials, "study budget: trials across all workers")->check(CLI::PositiveNumber);
-  app.add_option("--epochs", s.max_epochs, "epochs of a trial that is not pruned")->check(CLI::PositiveNumber);
-  app.add_option("--sampler", sampler, "tpe, gp, random, halton")->check(CLI::IsMember({"tpe", "gp", "random", "halton"}));
-  app.add_option("--pruner", pruner, "asha, median, none")->check(CLI::IsMember({"asha", "median", "none"}));
+  app.add_option("--trials", trials, "study budget: trials across all workers")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--epochs", s.max_epochs, "epochs of a trial that is not pruned")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--sampler", sampler, "tpe, gp, random, halton")
+      ->check(CLI::IsMember({"tpe", "gp", "random", "halton"}));
+  app.add_option("--pruner", pruner, "asha, median, none")
+      ->check(CLI::IsMember({"asha", "median", "none"}));
   app.add_option("--storage", storage, "the study's SQLite file");
   app.add_option("--study", study_name, "the study's name in the storage");
   app.add_option("--train-size", s.train_size, "glyphs to train on")->check(CLI::PositiveNumber);
@@ -89,8 +94,11 @@ int main(int argc, char** argv) {
       return study.trials();
     };
     auto with_pruner = [&](auto sampler_policy) {
-      if (pruner == "asha") return run(std::move(sampler_policy), tune::pruner::Asha({.min_resource = 1, .reduction_factor = 3}));
-      if (pruner == "median") return run(std::move(sampler_policy), tune::pruner::Median({.n_warmup_steps = 1}));
+      if (pruner == "asha")
+        return run(std::move(sampler_policy),
+                   tune::pruner::Asha({.min_resource = 1, .reduction_factor = 3}));
+      if (pruner == "median")
+        return run(std::move(sampler_policy), tune::pruner::Median({.n_warmup_steps = 1}));
       return run(std::move(sampler_policy), tune::pruner::None{});
     };
     const auto all = sampler == "tpe"      ? with_pruner(tune::sampler::Tpe({.seed = s.seed}))
@@ -110,14 +118,15 @@ int main(int argc, char** argv) {
       pruned += t.state == tune::TrialState::Pruned;
       if (t.state == tune::TrialState::Complete && (!best || *t.value < *best->value)) best = &t;
     }
-    std::printf("study %s: %zu trials (%lld complete, %lld pruned), %lld epochs trained of %lld without pruning\n",
-                study_name.c_str(), all.size(), (long long)complete, (long long)pruned,
-                (long long)epochs, (long long)(all.size() * static_cast<size_t>(s.max_epochs)));
+    std::printf(
+        "study %s: %zu trials (%lld complete, %lld pruned), %lld epochs trained of %lld without "
+        "pruning\n",
+        study_name.c_str(), all.size(), (long long)complete, (long long)pruned, (long long)epochs,
+        (long long)(all.size() * static_cast<size_t>(s.max_epochs)));
     std::printf("report: %s/report.html, trials.csv, trials.json\n", report_dir.c_str());
     if (!best) throw Error("no trial completed");
     std::printf("best: trial %lld val_loss %.4f val_accuracy %.4f params %s\n",
-                (long long)best->number, *best->value,
-                best->user_attrs.value("val_accuracy", 0.0),
+                (long long)best->number, *best->value, best->user_attrs.value("val_accuracy", 0.0),
                 tune::detail::format_params(*best).c_str());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tune: %s\n", e.what());

@@ -14,12 +14,13 @@ cd "$(dirname "$0")/.."
 # backend needs python3-dev and python3-setuptools); the rest mirror the
 # host's build dependencies (README.md), with Clang (+ its OpenMP runtime) and
 # chromium/git for the browser and FetchContent tests, and trainkit::tune's
-# storage libraries (its PostgreSQL server tests run on the host only).
+# storage libraries (its PostgreSQL server tests run on the host only), and
+# Optuna 4 (with SciPy for its GPSampler), the anchor of the search benchmarks.
 ROOT_PACKAGES=(g++ clang libomp-dev cmake ninja-build libtorch-dev python3-torch
                python3-dev python3-setuptools
                doctest-dev nlohmann-json3-dev libcli11-dev zlib1g-dev libgloo-dev
                libxml2-dev libpng-dev pkgconf chromium git ca-certificates
-               libsqlite3-dev libpq-dev)
+               libsqlite3-dev libpq-dev python3-optuna python3-scipy)
 SUITE=trixie
 MIRROR=${TRAINKIT_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 CACHE=${TRAINKIT_CACHE_DIR:-/var/cache/trainkit}

@@ -9,6 +9,7 @@
 #   scripts/run.sh test-full           all of `test`, then the suite under ASan + UBSan
 #   scripts/run.sh gpu                 on a CUDA machine: the suite, the demo in fp16 and
 #                                      bf16 and the benchmarks, into one results folder
+#   scripts/run.sh tune [tune flags]   a hyperparameter search over the demo CNN
 #   scripts/run.sh bench               build and run the benchmarks
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -125,6 +126,8 @@ case "$cmd" in
   setup) install_missing "${DEMO_PACKAGES[@]}" "${TEST_PACKAGES[@]}" ;;
   demo)  install_missing "${DEMO_PACKAGES[@]}"
          build demo --target demo; exec ./build/demo/examples/demo "$@" ;;
+  tune)  install_missing "${DEMO_PACKAGES[@]}" libsqlite3-dev
+         build demo --target tune; exec ./build/demo/examples/tune "$@" ;;
   test|test-full)
          install_missing "${DEMO_PACKAGES[@]}" "${TEST_PACKAGES[@]}"
          start=$SECONDS
@@ -141,6 +144,6 @@ case "$cmd" in
          printf '%s\n' "${TIMINGS[@]}" ;;
   test-debian13) test_debian13; printf '%s\n' "${TIMINGS[@]}" ;;
   gpu)   gpu ;;
-  bench) install_missing "${DEMO_PACKAGES[@]}"; build bench; exec bash bench/run_all.sh build/bench ;;
-  *) echo "usage: scripts/run.sh {setup|demo|test|test-full|gpu|bench} [args]" >&2; exit 2 ;;
+  bench) install_missing "${DEMO_PACKAGES[@]}" libsqlite3-dev python3-optuna; build bench; exec bash bench/run_all.sh build/bench ;;
+  *) echo "usage: scripts/run.sh {setup|demo|tune|test|test-full|gpu|bench} [args]" >&2; exit 2 ;;
 esac
