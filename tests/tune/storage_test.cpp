@@ -280,7 +280,8 @@ void round_trip(const Backend& b) {
   CHECK(same_bits(*r.value, 0.1 + 0.2));
   REQUIRE(r.params.size() == params.size());
   for (const auto& [name, p] : params) {
-    INFO(name);
+    const std::string& which = name;  // (Clang 14 cannot capture a binding in INFO)
+    INFO(which);
     const auto& got = r.params.at(name);
     CHECK(got.distribution == p.distribution);
     CHECK(same_bits(got.internal, p.internal));
@@ -289,7 +290,8 @@ void round_trip(const Backend& b) {
   CHECK(r.params.at("choice").value() == "ünï \"q\"");
   REQUIRE(r.intermediate.size() == values.size());
   for (const auto& [step, v] : values) {
-    INFO(step);
+    const int64_t at = step;
+    INFO(at);
     CHECK(same_bits(r.intermediate.at(step), v));
   }
   CHECK(r.user_attrs == user);
