@@ -18,11 +18,11 @@
 #include <utility>
 #include <vector>
 
-// torch/types.h first: linalg.h and special.h rely on what it declares.
+// torch/types.h first: special.h relies on what it declares. The linear
+// algebra is ATen's (at::linalg_*): LibTorch 2.x has no torch/linalg.h.
 #include <torch/types.h>
 
 #include <torch/autograd.h>
-#include <torch/linalg.h>
 #include <torch/optim/lbfgs.h>
 #include <torch/special.h>
 
@@ -137,13 +137,13 @@ class GaussianProcess {
     torch::NoGradGuard no_grad;
     auto cov =
         kernel_of(train_sqd_, isl_, scale_) + noise_ * torch::eye(x_.size(0), torch::kDouble);
-    const auto chol = torch::linalg::cholesky(cov);
+    const auto chol = at::linalg_cholesky(cov);
     alpha_ = solve_cholesky(chol, y_.unsqueeze(-1)).squeeze(-1);
     // L^-1 once: the acquisition's ascent differentiates through a matmul,
     // several times cheaper than through a triangular solve.
-    inv_chol_t_ = torch::linalg::solve_triangular(chol, torch::eye(x_.size(0), torch::kDouble),
-                                                  /*upper=*/false, /*left=*/true,
-                                                  /*unitriangular=*/false)
+    inv_chol_t_ = at::linalg_solve_triangular(chol, torch::eye(x_.size(0), torch::kDouble),
+                                              /*upper=*/false, /*left=*/true,
+                                              /*unitriangular=*/false)
                       .t()
                       .contiguous();
   }
@@ -267,16 +267,15 @@ class GaussianProcess {
   }
   // X with L L^T X = B.
   static torch::Tensor solve_cholesky(const torch::Tensor& l, const torch::Tensor& b) {
-    const auto u = torch::linalg::solve_triangular(l, b, /*upper=*/false, true, false);
-    return torch::linalg::solve_triangular(l.t(), u, /*upper=*/true, true, false);
+    const auto u = at::linalg_solve_triangular(l, b, /*upper=*/false, true, false);
+    return at::linalg_solve_triangular(l.t(), u, /*upper=*/true, true, false);
   }
   torch::Tensor log_marginal_likelihood(const torch::Tensor& isl, const torch::Tensor& scale,
                                         const torch::Tensor& noise) const {
     const int64_t n = x_.size(0);
     const auto cov = kernel_of(train_sqd_, isl, scale) + noise * torch::eye(n, torch::kDouble);
-    const auto l = torch::linalg::cholesky(cov);
-    const auto u =
-        torch::linalg::solve_triangular(l, y_.unsqueeze(-1), false, true, false).squeeze(-1);
+    const auto l = at::linalg_cholesky(cov);
+    const auto u = at::linalg_solve_triangular(l, y_.unsqueeze(-1), false, true, false).squeeze(-1);
     // log det K = 2 sum log diag L
     return -l.diagonal().log().sum() - 0.5 * u.dot(u) -
            0.5 * static_cast<double>(n) * std::log(2 * std::numbers::pi);
