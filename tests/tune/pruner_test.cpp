@@ -4,6 +4,9 @@
 // when) and through ours, one trial at a time and four at once.
 #include <doctest/doctest.h>
 
+#include <unistd.h>
+
+#include <filesystem>
 #include <fstream>
 #include <numeric>
 #include <variant>
@@ -11,6 +14,7 @@
 #include <trainkit/tune/pruners/asha.hpp>
 #include <trainkit/tune/pruners/percentile.hpp>
 #include <trainkit/tune/samplers/random.hpp>
+#include <trainkit/tune/sqlite.hpp>
 #include <trainkit/tune/study.hpp>
 
 using namespace trainkit::tune;
@@ -161,4 +165,30 @@ TEST_CASE("pruner options are checked") {
                        doctest::Contains("`percentile` = 120"), trainkit::Error);
   CHECK_THROWS_WITH_AS(pruner::Asha({.bootstrap_count = 2}),
                        doctest::Contains("0 when min_resource is estimated"), trainkit::Error);
+}
+
+TEST_CASE("ASHA goes on when a trial reported inf, which an SQL storage keeps as JSON null") {
+  const auto path = std::filesystem::temp_directory_path() /
+                    ("trainkit_asha_inf_" + std::to_string(::getpid()) + ".db");
+  std::filesystem::remove(path);
+  Study study(std::make_shared<SqliteStorage>(path.string()), {}, sampler::Random{},
+              pruner::Asha({.min_resource = 1, .reduction_factor = 2}));
+  study.optimize(
+      [](Trial& t) {
+        for (int64_t step = 0; step < 4; ++step) {
+          // trial 0 diverges; the others must still be judged, inf counting as worst
+          const double v = t.number() == 0 ? std::numeric_limits<double>::infinity()
+                                           : 1.0 / double(t.number() + step);
+          t.report(v, step);
+          if (t.should_prune()) return v;
+        }
+        return 1.0 / double(t.number() + 4);
+      },
+      {.n_trials = 4, .log = nullptr});
+  const auto trials = study.trials();
+  REQUIRE(trials.size() == 4);
+  CHECK(trials[0].system_attrs.at(pruner::Asha::rung_key(0)).is_null());  // inf, as stored
+  for (const auto& t : trials) CHECK(t.state != TrialState::Fail);
+  CHECK(trials[1].state == TrialState::Complete);  // better than inf at every rung
+  std::filesystem::remove(path);
 }

@@ -103,3 +103,37 @@ TEST_CASE("a name keeps its kind across trials, and bad bounds are named") {
                        doctest::Contains("stored with direction minimize, opened with maximize"),
                        trainkit::Error);
 }
+
+namespace {
+
+// Throws when a trial starts: the study must not leave that trial running.
+struct FailingSampler {
+  std::map<std::string, double> sample_relative(const StudyView&, const FrozenTrial&) const {
+    throw std::runtime_error("sampler broke");
+  }
+  double sample(const StudyView&, const FrozenTrial&, const std::string&,
+                const Distribution&) const {
+    return 0;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a trial whose sampler throws ends failed, not running") {
+  Study study(std::make_shared<InMemoryStorage>(), {}, FailingSampler{}, pruner::None{});
+  CHECK_THROWS_WITH(study.optimize([](Trial& t) { return t.suggest_float("x", 0, 1); },
+                                   {.n_trials = 1, .catch_exceptions = true, .log = nullptr}),
+                    "sampler broke");
+  const auto trials = study.trials();
+  REQUIRE(trials.size() == 1);
+  CHECK(trials[0].state == TrialState::Fail);
+  CHECK(trials[0].system_attrs.at("fail_reason").get<std::string>().find("sampler or storage") !=
+        std::string::npos);
+}
+
+TEST_CASE("enqueue takes an object of parameter values") {
+  auto study = make_study();
+  CHECK_THROWS_WITH_AS(study.enqueue({"lr", 1e-3}),
+                       doctest::Contains("`enqueue.params` = \"[\"lr\",0.001]\" is invalid"),
+                       trainkit::Error);
+}

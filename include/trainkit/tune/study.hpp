@@ -60,11 +60,16 @@ inline WorkerId this_worker() {
   return {host, static_cast<int64_t>(::getpid())};
 }
 
-inline bool process_gone(const nlohmann::json& worker, const WorkerId& me) {
-  if (!worker.is_object() || worker.value("host", "") != me.host) return false;
+enum class Liveness { Alive, Gone, Unknown };
+
+/// Whether a trial's worker process still runs, as far as this host can
+/// tell: only a worker of this host is looked up (by pid).
+inline Liveness liveness(const nlohmann::json& worker, const WorkerId& me) {
+  if (!worker.is_object() || worker.value("host", "") != me.host) return Liveness::Unknown;
   const auto pid = worker.value("pid", int64_t{0});
-  if (pid <= 0 || pid == me.pid) return false;
-  return ::kill(static_cast<pid_t>(pid), 0) == -1 && errno == ESRCH;
+  if (pid <= 0 || pid == me.pid) return Liveness::Unknown;
+  return ::kill(static_cast<pid_t>(pid), 0) == -1 && errno == ESRCH ? Liveness::Gone
+                                                                    : Liveness::Alive;
 }
 
 inline std::string format_params(const FrozenTrial& t) {
@@ -136,7 +141,11 @@ class Study final : private detail::TrialDriver {
   }
 
   /// A trial whose parameters are fixed (name -> value); runs before new ones.
-  void enqueue(const nlohmann::json& params) { storage_->enqueue_trial(id_, params); }
+  void enqueue(const nlohmann::json& params) {
+    trainkit::detail::require_option(params.is_object(), "enqueue.params", params.dump(),
+                                     "an object of name -> value, such as {{\"lr\", 1e-3}}");
+    storage_->enqueue_trial(id_, params);
+  }
 
   std::vector<FrozenTrial> trials() const { return storage_->trials(id_); }
   /// The best complete trial; throws when there is none.
@@ -200,6 +209,29 @@ class Study final : private detail::TrialDriver {
     auto record = storage_->start_trial(id_, worker_, o.max_trials, FiniteSampler<S>);
     if (!record) return false;
     heartbeat.add(record->id);
+    // Whatever throws from here on (a sampler, a storage write), the trial
+    // does not stay running: it fails, and the exception goes on.
+    struct Unwind {
+      Study& study;
+      Heartbeat& heartbeat;
+      int64_t id;
+      bool finished = false;
+      ~Unwind() {
+        if (finished) return;
+        {
+          std::lock_guard lock(study.active_mutex_);
+          study.active_.erase(id);
+        }
+        heartbeat.remove(id);
+        try {
+          if (study.storage_->finish_trial(id, TrialState::Fail, std::nullopt)) {
+            study.storage_->set_system_attr(
+                id, "fail_reason", "the study failed while running it (sampler or storage)");
+          }
+        } catch (...) {  // the storage itself is failing: the heartbeat check will fail it
+        }
+      }
+    } unwind{*this, heartbeat, record->id};
     Active active;
     {
       std::lock_guard lock(policy_mutex_);
@@ -253,6 +285,7 @@ class Study final : private detail::TrialDriver {
                                 state == TrialState::Fail ? "fail_reason" : "prune_reason", why);
     }
     const bool recorded = storage_->finish_trial(record->id, state, value);
+    unwind.finished = true;
     log_end(o, trial.record(), state, value, why, recorded);
     if (o.on_trial_end) {
       auto final = trial.record();
@@ -273,7 +306,10 @@ class Study final : private detail::TrialDriver {
         if (active_.contains(t.id)) continue;
       }
       std::string why;
-      if (detail::process_gone(t.system_attrs.value("worker", nlohmann::json()), worker_)) {
+      const auto alive =
+          detail::liveness(t.system_attrs.value("worker", nlohmann::json()), worker_);
+      if (alive == detail::Liveness::Alive) continue;  // a slow beat is not a lost worker
+      if (alive == detail::Liveness::Gone) {
         why = "its worker process is gone";
       } else if (o.heartbeat_s > 0 && storage_->seconds_since_heartbeat(t.id) > o.stale_after_s) {
         why = "no heartbeat for " + std::to_string(o.stale_after_s) + " s";

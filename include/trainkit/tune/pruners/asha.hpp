@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -61,7 +62,9 @@ class Asha {
       for (const auto& t : study.trials) {
         if (t.id == trial.id) continue;  // its own value is added below
         if (const auto it = t.system_attrs.find(key); it != t.system_attrs.end()) {
-          competing.push_back(it->get<double>());
+          // null: a value JSON cannot hold (+-inf; NaN is pruned before it is
+          // recorded), counted as the worst
+          competing.push_back(it->is_number() ? it->get<double>() : worst(study.direction));
         }
       }
       trial.system_attrs[key] = value;
@@ -87,6 +90,10 @@ class Asha {
   }
 
  private:
+  static double worst(Direction d) {
+    return d == Direction::Minimize ? std::numeric_limits<double>::infinity()
+                                    : -std::numeric_limits<double>::infinity();
+  }
   static int64_t ipow(int64_t b, int64_t e) {
     int64_t r = 1;
     while (e-- > 0) r *= b;
