@@ -127,7 +127,7 @@ int main(int argc, char** argv) {
     if (!best) throw Error("no trial completed");
     std::printf("best: trial %lld val_loss %.4f val_accuracy %.4f params %s\n",
                 (long long)best->number, *best->value, best->user_attrs.value("val_accuracy", 0.0),
-                tune::detail::format_params(*best).c_str());
+                best->param_values().dump().c_str());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tune: %s\n", e.what());
     return 1;

@@ -37,11 +37,7 @@ std::vector<FrozenTrial> run(S sampler, int64_t n) {
 
 json params_of(const std::vector<FrozenTrial>& trials) {
   json out = json::array();
-  for (const auto& t : trials) {
-    json p = json::object();
-    for (const auto& [name, param] : t.params) p[name] = param.value();
-    out.push_back(p);
-  }
+  for (const auto& t : trials) out.push_back(t.param_values());
   return out;
 }
 

@@ -82,9 +82,7 @@ const FrozenTrial* running(const std::vector<FrozenTrial>& trials) {
 }
 
 std::string params_of(const FrozenTrial& t) {
-  nlohmann::json j = nlohmann::json::object();
-  for (const auto& [name, p] : t.params) j[name] = p.value();
-  return j.dump();
+  return t.param_values().dump();
 }
 
 void four_workers(const Backend& b) {

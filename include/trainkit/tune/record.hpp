@@ -65,6 +65,12 @@ struct FrozenTrial {
     if (intermediate.empty()) return std::nullopt;
     return intermediate.rbegin()->first;
   }
+  /// Every parameter as the objective saw it: name -> value.
+  nlohmann::json param_values() const {
+    nlohmann::json j = nlohmann::json::object();
+    for (const auto& [name, p] : params) j[name] = p.value();
+    return j;
+  }
   /// The value of parameter `name` as the objective saw it.
   template <class T>
   T param(const std::string& name) const {

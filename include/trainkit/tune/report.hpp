@@ -168,11 +168,6 @@ inline nlohmann::json trials_json(std::string_view study_name, Direction directi
   out["counts"] = n;
   out["params"] = param_names(all);
   auto or_null = [](const std::string& s) { return s.empty() ? json(nullptr) : json(s); };
-  auto params_of = [](const FrozenTrial& t) {
-    json p = json::object();
-    for (const auto& [name, param] : t.params) p[name] = param.value();
-    return p;
-  };
   json rows = json::array();
   for (const auto& t : all) {
     json distributions = json::object(), intermediate = json::array();
@@ -185,16 +180,17 @@ inline nlohmann::json trials_json(std::string_view study_name, Direction directi
                     {"started", or_null(iso_time(t.started_at))},
                     {"finished", or_null(iso_time(t.finished_at))},
                     {"duration_s", d ? json(*d) : json(nullptr)},
-                    {"params", params_of(t)},
+                    {"params", t.param_values()},
                     {"distributions", distributions},
                     {"intermediate", intermediate},
                     {"reason", or_null(reason(t))},
                     {"user_attrs", t.user_attrs}});
   }
   const auto* best = StudyView{direction, all}.best();
-  out["best_trial"] =
-      best ? json{{"number", best->number}, {"value", *best->value}, {"params", params_of(*best)}}
-           : json(nullptr);
+  out["best_trial"] = best ? json{{"number", best->number},
+                                  {"value", *best->value},
+                                  {"params", best->param_values()}}
+                           : json(nullptr);
   out["trials"] = std::move(rows);
   return out;
 }

@@ -49,11 +49,6 @@ using Distribution = std::variant<FloatDistribution, IntDistribution, Categorica
 
 namespace detail {
 
-inline std::string kind_name(const Distribution& d) {
-  constexpr const char* names[] = {"float", "int", "categorical"};
-  return names[d.index()];
-}
-
 /// The highest grid point not above `high`: low + k * step.
 inline double grid_top(double low, double high, double step) {
   return low + std::floor((high - low) / step + 1e-9) * step;
@@ -118,19 +113,42 @@ inline std::optional<int64_t> cardinality(const Distribution& dist) {
   return static_cast<int64_t>(std::get<CategoricalDistribution>(dist).choices.size());
 }
 
+/// The highest value of a numerical distribution: `high`, or the last grid
+/// point at or below it.
+inline double highest(const Distribution& dist) {
+  if (const auto* f = std::get_if<FloatDistribution>(&dist)) {
+    return f->step ? detail::grid_top(f->low, f->high, *f->step) : f->high;
+  }
+  const auto& i = std::get<IntDistribution>(dist);
+  return static_cast<double>(i.low + (i.high - i.low) / i.step * i.step);
+}
+
+/// The value of a distribution that has one value, if it has one (nothing
+/// for a sampler to model).
+inline std::optional<double> single_value(const Distribution& dist) {
+  if (const auto* c = std::get_if<CategoricalDistribution>(&dist)) {
+    return c->choices.size() == 1 ? std::optional(0.0) : std::nullopt;
+  }
+  if (const auto* f = std::get_if<FloatDistribution>(&dist)) {
+    const bool one = f->step ? *cardinality(dist) == 1 : f->low == f->high;
+    return one ? std::optional(f->low) : std::nullopt;
+  }
+  const auto& i = std::get<IntDistribution>(dist);
+  return *cardinality(dist) == 1 ? std::optional(static_cast<double>(i.low)) : std::nullopt;
+}
+
 /// Rounds a real number to the nearest value `dist` can take (grids, ints,
 /// categorical indices), clamped to the bounds.
 inline double snap(const Distribution& dist, double x) {
   if (const auto* f = std::get_if<FloatDistribution>(&dist)) {
     if (!f->step) return std::clamp(x, f->low, f->high);
-    const double top = detail::grid_top(f->low, f->high, *f->step);
-    return std::clamp(f->low + std::round((x - f->low) / *f->step) * *f->step, f->low, top);
+    return std::clamp(f->low + std::round((x - f->low) / *f->step) * *f->step, f->low,
+                      highest(dist));
   }
   if (const auto* i = std::get_if<IntDistribution>(&dist)) {
-    const double top = static_cast<double>(i->low + (i->high - i->low) / i->step * i->step);
     const double k = std::round((x - static_cast<double>(i->low)) / static_cast<double>(i->step));
     return std::clamp(static_cast<double>(i->low) + k * static_cast<double>(i->step),
-                      static_cast<double>(i->low), top);
+                      static_cast<double>(i->low), highest(dist));
   }
   const auto n = std::get<CategoricalDistribution>(dist).choices.size();
   return std::clamp(std::round(x), 0.0, static_cast<double>(n - 1));

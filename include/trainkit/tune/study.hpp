@@ -72,12 +72,6 @@ inline Liveness liveness(const nlohmann::json& worker, const WorkerId& me) {
                                                                     : Liveness::Alive;
 }
 
-inline std::string format_params(const FrozenTrial& t) {
-  nlohmann::json j = nlohmann::json::object();
-  for (const auto& [name, p] : t.params) j[name] = p.value();
-  return j.dump();
-}
-
 }  // namespace detail
 
 template <Sampler S, Pruner P>
@@ -321,9 +315,8 @@ class Study final : private detail::TrialDriver {
       storage_->set_system_attr(t.id, "fail_reason", why);
       const int retries = t.system_attrs.value("retries", 0);
       if (retries < o.retry_failed) {
-        nlohmann::json params = nlohmann::json::object();
-        for (const auto& [name, p] : t.params) params[name] = p.value();
-        storage_->enqueue_trial(id_, params, {{"retry_of", t.number}, {"retries", retries + 1}});
+        storage_->enqueue_trial(id_, t.param_values(),
+                                {{"retry_of", t.number}, {"retries", retries + 1}});
       }
       if (o.log) *o.log << "trainkit tune: trial " << t.number << " failed: " << why << "\n";
     }
@@ -336,7 +329,7 @@ class Study final : private detail::TrialDriver {
     out << "trainkit tune: trial " << t.number << " " << to_string(state);
     if (value) out << " with value " << *value;
     if (!why.empty()) out << " (" << why << ")";
-    out << " params " << detail::format_params(t);
+    out << " params " << t.param_values().dump();
     if (!recorded) out << " [not recorded: another worker had failed it as lost]";
     out << "\n";
     out.flush();

@@ -6,7 +6,6 @@
 // differ between standard libraries.
 #include <cmath>
 #include <cstdint>
-#include <numbers>
 #include <random>
 #include <string_view>
 
@@ -28,15 +27,8 @@ class Rng {
 
   /// Uniform in [0, 1).
   double uniform() { return static_cast<double>(engine_() >> 11) * 0x1.0p-53; }
-  double uniform(double low, double high) { return low + (high - low) * uniform(); }
   /// Uniform in {0, ..., n - 1}.
   int64_t index(int64_t n) { return static_cast<int64_t>(uniform() * static_cast<double>(n)) % n; }
-  /// Standard normal (Box-Muller).
-  double normal() {
-    const double u = 1.0 - uniform();  // (0, 1]
-    return std::sqrt(-2.0 * std::log(u)) * std::cos(2.0 * std::numbers::pi * uniform());
-  }
-  std::mt19937_64& engine() { return engine_; }
 
  private:
   // splitmix64's finaliser: nearby seeds give unrelated streams.

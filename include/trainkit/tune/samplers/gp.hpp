@@ -316,7 +316,7 @@ struct GpAxis {
         lo = std::log(f->low), hi = std::log(f->high);
       } else if (discrete) {
         lo = f->low - 0.5 * *f->step;
-        hi = grid_top(f->low, f->high, *f->step) + 0.5 * *f->step;
+        hi = highest(d) + 0.5 * *f->step;
       } else {
         lo = f->low, hi = f->high;
       }
@@ -324,7 +324,7 @@ struct GpAxis {
       log = i->log;
       discrete = true;
       const double s = static_cast<double>(i->step);
-      const double top = static_cast<double>(i->low + (i->high - i->low) / i->step * i->step);
+      const double top = highest(d);
       lo =
           log ? std::log(static_cast<double>(i->low) - 0.5) : static_cast<double>(i->low) - 0.5 * s;
       hi = log ? std::log(top + 0.5) : top + 0.5 * s;
@@ -350,13 +350,6 @@ struct GpAxis {
     return std::clamp(x, 0.0, 1.0);
   }
 };
-
-/// Whether `d` has a single value (nothing to model).
-inline bool single_valued(const Distribution& d) {
-  if (const auto c = cardinality(d)) return *c <= 1;
-  const auto& f = std::get<FloatDistribution>(d);
-  return f.low == f.high;
-}
 
 }  // namespace detail
 
@@ -397,7 +390,7 @@ class Gp {
   std::map<std::string, double> sample_relative(const StudyView& view,
                                                 const FrozenTrial& trial) const {
     SearchSpace space = intersection_search_space(view);
-    std::erase_if(space, [](const auto& kv) { return detail::single_valued(kv.second); });
+    std::erase_if(space, [](const auto& kv) { return single_value(kv.second).has_value(); });
     const auto complete = view.with_state(TrialState::Complete);
     if (space.empty() || complete.empty() ||
         static_cast<int64_t>(complete.size()) < options_.n_startup_trials)

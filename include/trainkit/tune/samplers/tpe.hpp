@@ -158,15 +158,6 @@ struct ParzenParam {
   std::vector<std::vector<double>> probabilities;  ///< categorical: [kernel][choice]
 };
 
-/// The highest value of a stepped distribution (Optuna narrows high to the grid).
-inline double grid_high(const Distribution& dist) {
-  if (const auto* f = std::get_if<FloatDistribution>(&dist)) {
-    return f->step ? grid_top(f->low, f->high, *f->step) : f->high;
-  }
-  const auto& i = std::get<IntDistribution>(dist);
-  return static_cast<double>(i.low + (i.high - i.low) / i.step * i.step);
-}
-
 /// Whether a numerical distribution is modelled on the log scale.
 inline bool log_scale(const Distribution& dist) {
   if (const auto* f = std::get_if<FloatDistribution>(&dist)) return f->log;
@@ -333,7 +324,7 @@ class ParzenEstimator {
       } else if (f->step) {
         p.q = *f->step;
         p.low = f->low - 0.5 * p.q;
-        p.high = grid_high(p.distribution) + 0.5 * p.q;
+        p.high = highest(p.distribution) + 0.5 * p.q;
       } else {
         p.low = f->low;
         p.high = f->high;
@@ -347,7 +338,7 @@ class ParzenEstimator {
     } else {
       p.q = static_cast<double>(i.step);
       p.low = static_cast<double>(i.low) - 0.5 * p.q;
-      p.high = grid_high(p.distribution) + 0.5 * p.q;
+      p.high = highest(p.distribution) + 0.5 * p.q;
     }
   }
 
@@ -367,9 +358,9 @@ class ParzenEstimator {
     } else {
       const auto& i = std::get<IntDistribution>(p.distribution);
       low = static_cast<double>(i.low);
-      if (i.log) return std::clamp(std::nearbyint(std::exp(x)), low, grid_high(p.distribution));
+      if (i.log) return std::clamp(std::nearbyint(std::exp(x)), low, highest(p.distribution));
     }
-    return std::clamp(std::nearbyint((x - low) / p.q) * p.q + low, low, grid_high(p.distribution));
+    return std::clamp(std::nearbyint((x - low) / p.q) * p.q + low, low, highest(p.distribution));
   }
 
   void set_kernels(ParzenParam& p, std::vector<double> obs, bool prior, double sigma0) const {
@@ -494,19 +485,6 @@ inline std::pair<std::vector<size_t>, std::vector<size_t>> tpe_split(
   return {below, above};
 }
 
-/// The value of a distribution that has one value, if it has one.
-inline std::optional<double> single_value(const Distribution& dist) {
-  if (const auto* c = std::get_if<CategoricalDistribution>(&dist)) {
-    return c->choices.size() == 1 ? std::optional(0.0) : std::nullopt;
-  }
-  if (const auto* f = std::get_if<FloatDistribution>(&dist)) {
-    const bool one = f->step ? *cardinality(dist) == 1 : f->low == f->high;
-    return one ? std::optional(f->low) : std::nullopt;
-  }
-  const auto& i = std::get<IntDistribution>(dist);
-  return *cardinality(dist) == 1 ? std::optional(static_cast<double>(i.low)) : std::nullopt;
-}
-
 /// What multivariate TPE models jointly: the parameters every complete or
 /// pruned trial has with one distribution (Optuna's IntersectionSearchSpace
 /// with include_pruned), less those with a single value.
@@ -575,7 +553,7 @@ class Tpe {
   /// of this parameter's values in the below and above trials.
   double sample(const StudyView& view, const FrozenTrial& trial, const std::string& name,
                 const Distribution& dist) const {
-    if (const auto v = detail::single_value(dist)) return *v;
+    if (const auto v = single_value(dist)) return *v;
     detail::Rng rng(options_.seed, trial.number, name);
     const auto obs = detail::tpe_observations(view, {name});
     const auto n = static_cast<int64_t>(obs.scores.size());
