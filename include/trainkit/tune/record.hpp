@@ -107,24 +107,26 @@ struct StudyView {
   }
 };
 
-/// The parameters every complete trial has, with one distribution each:
-/// what a sampler can model jointly (Optuna's intersection search space).
-/// A parameter whose range changed between trials is left out.
-inline SearchSpace intersection_search_space(const StudyView& view) {
+/// The parameters every complete trial (and, with `include_pruned`, every
+/// pruned one) has, with one distribution each: what a sampler can model
+/// jointly (Optuna's IntersectionSearchSpace). A parameter whose range
+/// changed between trials is left out.
+inline SearchSpace intersection_search_space(const StudyView& view, bool include_pruned = false) {
   SearchSpace space;
   bool first = true;
   for (const auto& t : view.trials) {
-    if (t.state != TrialState::Complete) continue;
+    if (t.state != TrialState::Complete && !(include_pruned && t.state == TrialState::Pruned)) {
+      continue;
+    }
     if (first) {
       for (const auto& [name, p] : t.params) space.emplace(name, p.distribution);
       first = false;
       continue;
     }
-    for (auto it = space.begin(); it != space.end();) {
-      const auto p = t.params.find(it->first);
-      it = (p == t.params.end() || !(p->second.distribution == it->second)) ? space.erase(it)
-                                                                            : std::next(it);
-    }
+    std::erase_if(space, [&](const auto& entry) {
+      const auto p = t.params.find(entry.first);
+      return p == t.params.end() || !(p->second.distribution == entry.second);
+    });
   }
   return space;
 }

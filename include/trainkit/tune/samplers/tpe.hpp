@@ -489,20 +489,7 @@ inline std::pair<std::vector<size_t>, std::vector<size_t>> tpe_split(
 /// pruned trial has with one distribution (Optuna's IntersectionSearchSpace
 /// with include_pruned), less those with a single value.
 inline SearchSpace tpe_search_space(const StudyView& view) {
-  SearchSpace space;
-  bool first = true;
-  for (const auto& t : view.trials) {
-    if (t.state != TrialState::Complete && t.state != TrialState::Pruned) continue;
-    if (first) {
-      for (const auto& [name, p] : t.params) space.emplace(name, p.distribution);
-      first = false;
-      continue;
-    }
-    std::erase_if(space, [&](const auto& entry) {
-      const auto p = t.params.find(entry.first);
-      return p == t.params.end() || !(p->second.distribution == entry.second);
-    });
-  }
+  auto space = intersection_search_space(view, /*include_pruned=*/true);
   std::erase_if(space, [](const auto& entry) { return single_value(entry.second).has_value(); });
   return space;
 }
