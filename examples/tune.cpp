@@ -7,8 +7,11 @@
 #include <torch/torch.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <thread>
 #include <trainkit/parallel/environment.hpp>
 #include <trainkit/trainkit.hpp>
 #include <trainkit/tune.hpp>
@@ -76,12 +79,30 @@ int main(int argc, char** argv) {
   app.add_option("--val-size", s.val_size, "glyphs to validate on")->check(CLI::PositiveNumber);
   app.add_option("--seed", s.seed, "sampler and training seed");
   app.add_option("--threads", threads, "intra-op threads (0: LibTorch's default)");
+  std::string evaluate;
+  app.add_option("--evaluate", evaluate,
+                 "train once with these parameters (a JSON object) and print its value and "
+                 "epochs: the objective for another search driver (bench/tune_cnn.py)");
   CLI11_PARSE(app, argc, argv);
   if (threads > 0) torch::set_num_threads(threads);
 
   try {
     s.train = examples::make_glyphs(s.train_size, /*seed=*/1);
     s.val = examples::make_glyphs(s.val_size, /*seed=*/2);
+    if (!evaluate.empty()) {
+      tune::Study study(std::make_shared<tune::InMemoryStorage>(), {.name = "evaluate"},
+                        tune::sampler::Random{}, tune::pruner::None{});
+      study.enqueue(nlohmann::json::parse(evaluate));
+      study.optimize([&](tune::Trial& t) { return train_once(t, s); },
+                     {.n_trials = 1, .log = nullptr});
+      const auto t = study.trials().at(0);
+      if (!t.value)
+        throw Error(std::string("the trial ended ") + tune::to_string(t.state) + ": " +
+                    t.system_attrs.dump());
+      std::printf("value %.17g epochs %lld\n", *t.value,
+                  (long long)t.user_attrs.value("epochs", int64_t{0}));
+      return 0;
+    }
     const auto dir = std::filesystem::path(storage).parent_path();
     if (!dir.empty()) std::filesystem::create_directories(dir);
     auto db = std::make_shared<tune::SqliteStorage>(storage);
@@ -89,9 +110,19 @@ int main(int argc, char** argv) {
     auto run = [&](auto sampler_policy, auto pruner_policy) {
       tune::Study study(db, {.name = study_name, .direction = tune::Direction::Minimize},
                         std::move(sampler_policy), std::move(pruner_policy));
-      study.optimize([&](tune::Trial& t) { return train_once(t, s); },
-                     {.max_trials = trials, .retry_failed = 1});
-      return study.trials();
+      const tune::OptimizeOptions o{.max_trials = trials, .retry_failed = 1};
+      study.optimize([&](tune::Trial& t) { return train_once(t, s); }, o);
+      // Rank 0 reports on the whole study: other ranks may still be in
+      // their last trials (one silent for stale_after_s has lost its worker).
+      const bool reporter = parallel::Environment::detect().rank == 0;
+      for (auto all = study.trials();; all = study.trials()) {
+        const bool busy = std::any_of(all.begin(), all.end(), [&](const tune::FrozenTrial& t) {
+          return t.state == tune::TrialState::Running &&
+                 db->seconds_since_heartbeat(t.id) < o.stale_after_s;
+        });
+        if (!reporter || !busy) return all;
+        std::this_thread::sleep_for(std::chrono::seconds(1));
+      }
     };
     auto with_pruner = [&](auto sampler_policy) {
       if (pruner == "asha")

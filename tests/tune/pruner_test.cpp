@@ -167,7 +167,7 @@ TEST_CASE("pruner options are checked") {
                        doctest::Contains("0 when min_resource is estimated"), trainkit::Error);
 }
 
-TEST_CASE("ASHA goes on when a trial reported inf, which an SQL storage keeps as JSON null") {
+TEST_CASE("ASHA goes on when a trial reported inf, kept as inf by an SQL storage") {
   const auto path = std::filesystem::temp_directory_path() /
                     ("trainkit_asha_inf_" + std::to_string(::getpid()) + ".db");
   std::filesystem::remove(path);
@@ -187,7 +187,8 @@ TEST_CASE("ASHA goes on when a trial reported inf, which an SQL storage keeps as
       {.n_trials = 4, .log = nullptr});
   const auto trials = study.trials();
   REQUIRE(trials.size() == 4);
-  CHECK(trials[0].system_attrs.at(pruner::Asha::rung_key(0)).is_null());  // inf, as stored
+  CHECK(trials[0].system_attrs.at(pruner::Asha::rung_key(0)).get<double>() ==
+        std::numeric_limits<double>::infinity());
   for (const auto& t : trials) CHECK(t.state != TrialState::Fail);
   CHECK(trials[1].state == TrialState::Complete);  // better than inf at every rung
   std::filesystem::remove(path);

@@ -19,7 +19,7 @@ using tune_test::unique_name;
 
 namespace {
 
-const WorkerId me{"test-host", 1};
+const WorkerId me{"test-host", "boot/4026531836", 1, 5.0};
 
 bool same_bits(double a, double b) {
   if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b);
@@ -89,7 +89,7 @@ void dense_numbers(const Backend& b) {
           CHECK(t.has_value());  // (REQUIRE would throw out of the thread)
           if (!t) continue;
           created += !t->system_attrs.contains("fixed_params");
-          if (i % 2 == 0) mine->finish_trial(t->id, TrialState::Complete, i);
+          if (i % 2 == 0) mine->finish_trial(t->id, {TrialState::Complete, i});
         }
       }
     });
@@ -157,19 +157,21 @@ void budget(const Backend& b) {
   for (int k = 0; k < 3; ++k) ids.push_back(s->start_trial(study, me, 3, false)->id);
   CHECK(s->start_trial(study, me, 3, false) == std::nullopt);
   CHECK(s->start_trial(study, me, 4, false) != std::nullopt);  // 4 now
-  s->finish_trial(ids[0], TrialState::Fail, std::nullopt);     // failed: not counted
+  s->finish_trial(ids[0], {TrialState::Fail});                 // failed: not counted
   CHECK(s->start_trial(study, me, 4, false) != std::nullopt);
   CHECK(s->start_trial(study, me, 4, false) == std::nullopt);
-  // A waiting trial counts, and is still handed out over the budget.
+  // A waiting trial does not count until it starts, and waits past the budget
+  // (a grid or enqueued trials never run beyond max_trials).
   s->enqueue_trial(study, {{"x", 1}});
-  const auto w = s->start_trial(study, me, 4, false);
+  CHECK(s->start_trial(study, me, 4, true) == std::nullopt);
+  const auto w = s->start_trial(study, me, 5, true);
   REQUIRE(w);
   CHECK(w->system_attrs.contains("fixed_params"));
   CHECK(s->start_trial(study, me, 6, false) != std::nullopt);
   CHECK(s->start_trial(study, me, 6, false) == std::nullopt);
   CHECK(s->trials(study).size() == 7);
 }
-TUNE_STORAGE_CASE_IMPL("storage", "max_trials counts every trial not failed", budget)
+TUNE_STORAGE_CASE_IMPL("storage", "max_trials counts every started trial not failed", budget)
 
 void enqueue_once(const Backend& b) {
   auto s = b.open();
@@ -207,8 +209,8 @@ void immutable(const Backend& b) {
   const auto t = *s->start_trial(study, me, std::nullopt, false);
   const Param x{FloatDistribution{0, 1, false, std::nullopt}, 0.5};
   s->set_param(t.id, "x", x);
-  CHECK(s->finish_trial(t.id, TrialState::Complete, 1.5));
-  CHECK_FALSE(s->finish_trial(t.id, TrialState::Fail, std::nullopt));
+  CHECK(s->finish_trial(t.id, {TrialState::Complete, 1.5}));
+  CHECK_FALSE(s->finish_trial(t.id, {TrialState::Fail, std::nullopt, {{"fail_reason", "late"}}}));
   CHECK(error_of([&] { s->set_param(t.id, "y", x); }).find("trial 0 is complete, not running") !=
         std::string::npos);
   CHECK(error_of([&] { s->report(t.id, 0, 1.0); }).find("can no longer change") !=
@@ -220,15 +222,15 @@ void immutable(const Backend& b) {
   CHECK(after.params.size() == 1);
   CHECK(after.intermediate.empty());
   CHECK(after.finished_at >= after.started_at);
-  CHECK(after.system_attrs.at("fail_reason") == "noted after the end");
+  CHECK(after.system_attrs.at("fail_reason") == "noted after the end");  // not "late"
 
   s->enqueue_trial(study, {{"x", 0.25}});
   const auto waiting = s->trials(study).at(1);
-  CHECK_FALSE(s->finish_trial(waiting.id, TrialState::Complete, 1.0));  // not running
+  CHECK_FALSE(s->finish_trial(waiting.id, {TrialState::Complete, 1.0}));  // not running
   CHECK(error_of([&] { s->set_param(waiting.id, "x", x); }).find("is waiting, not running") !=
         std::string::npos);
   CHECK(error_of([&] {
-          s->finish_trial(987654321, TrialState::Complete, 1.0);
+          s->finish_trial(987654321, {TrialState::Complete, 1.0});
         }).find("no trial with id") != std::string::npos);
 }
 TUNE_STORAGE_CASE_IMPL("storage", "a finished trial never changes", immutable)
@@ -272,7 +274,13 @@ void round_trip(const Backend& b) {
   for (const auto& [key, v] : user.items()) s->set_user_attr(t.id, key, v);
   s->set_system_attr(t.id, "rung_0", 0.5);
   s->set_system_attr(t.id, "rung_0", 0.25);  // overwritten
-  CHECK(s->finish_trial(t.id, TrialState::Pruned, 0.1 + 0.2));
+  // JSON has no NaN or infinities; an attribute keeps them all the same.
+  const double inf = std::numeric_limits<double>::infinity();
+  const nlohmann::json odd = {inf, -inf, {{"deep", {{"nan", std::nan("")}}}}, {{"$double", 1}}};
+  s->set_system_attr(t.id, "rung_1", inf);
+  s->set_user_attr(t.id, "odd", odd);
+  s->set_user_attr(t.id, "latin1", std::string("caf\xe9"));  // not UTF-8: replaced, not lost
+  CHECK(s->finish_trial(t.id, {TrialState::Pruned, 0.1 + 0.2, {{"prune_reason", "rung 1"}}}));
 
   const auto r = b.open()->trials(study).at(0);  // read back on a new connection
   CHECK(r.state == TrialState::Pruned);
@@ -294,9 +302,18 @@ void round_trip(const Backend& b) {
     INFO(at);
     CHECK(same_bits(r.intermediate.at(step), v));
   }
-  CHECK(r.user_attrs == user);
+  for (const auto& [key, v] : user.items()) CHECK(r.user_attrs.at(key) == v);
   CHECK(r.user_attrs.at("big").get<int64_t>() == 9007199254740993);
   CHECK(r.system_attrs.at("rung_0") == 0.25);
+  CHECK(r.system_attrs.at("rung_1").get<double>() == inf);
+  CHECK(r.system_attrs.at("prune_reason") == "rung 1");
+  const auto& o = r.user_attrs.at("odd");
+  CHECK(o.at(0).get<double>() == inf);
+  CHECK(o.at(1).get<double>() == -inf);
+  CHECK(std::isnan(o.at(2).at("deep").at("nan").get<double>()));
+  CHECK(o.at(3) == odd.at(3));  // an object that merely looks like an encoded double
+  const auto latin1 = r.user_attrs.at("latin1").get<std::string>();
+  CHECK((latin1 == "caf\xef\xbf\xbd" || latin1 == "caf\xe9"));  // SQL: U+FFFD; memory: as is
   CHECK(r.system_attrs.at("worker") == me.to_json());
 }
 TUNE_STORAGE_CASE_IMPL("storage", "params, intermediates and attrs read back exactly", round_trip)
@@ -316,6 +333,28 @@ void heartbeats(const Backend& b) {
   CHECK(error_of([&] { s->heartbeat(987654321); }).find("no trial with id") != std::string::npos);
 }
 TUNE_STORAGE_CASE_IMPL("storage", "heartbeats age by the storage's clock", heartbeats)
+
+void end_with_retry(const Backend& b) {
+  auto s = b.open();
+  const auto study = s->create_study(unique_name("retry"), Direction::Minimize, false);
+  const auto t = *s->start_trial(study, me, std::nullopt, false);
+  s->set_param(t.id, "x", {FloatDistribution{0, 1, false, std::nullopt}, 0.75});
+  s->set_param(t.id, "n", {IntDistribution{1, 8, 1, false}, 3});
+  const TrialEnd lost{
+      TrialState::Fail, std::nullopt, {{"fail_reason", "gone"}}, nlohmann::json{{"retries", 1}}};
+  CHECK(s->finish_trial(t.id, lost));
+  CHECK_FALSE(s->finish_trial(t.id, lost));  // a second detector: no second retry
+  const auto all = b.open()->trials(study);
+  REQUIRE(all.size() == 2);
+  CHECK(all[0].state == TrialState::Fail);
+  CHECK(all[0].system_attrs.at("fail_reason") == "gone");
+  CHECK(all[1].state == TrialState::Waiting);
+  CHECK(all[1].number == 1);
+  CHECK(all[1].system_attrs.at("retries") == 1);
+  CHECK(all[1].system_attrs.at("fixed_params") == nlohmann::json{{"x", 0.75}, {"n", 3}});
+}
+TUNE_STORAGE_CASE_IMPL("storage", "a trial fails, says why and is enqueued again in one write",
+                       end_with_retry)
 
 }  // namespace
 
@@ -347,8 +386,8 @@ TEST_CASE("storage sqlite: a failed call writes nothing") {
   CHECK_THROWS_AS(s.create_study("s", Direction::Maximize, true), trainkit::Error);
   CHECK(s.study_names() == std::vector<std::string>{"s"});
   const auto t = *s.start_trial(study, me, std::nullopt, false);
-  s.finish_trial(t.id, TrialState::Complete, 1.0);
-  CHECK_THROWS_AS(s.report(t.id, 0, 1.0), trainkit::Error);
+  s.finish_trial(t.id, {TrialState::Complete, 1.0});
+  CHECK_THROWS_AS(s.report(t.id, 0, 1.0), trainkit::tune::TrialNotRunning);
   CHECK(s.trials(study).at(0).intermediate.empty());
 }
 
@@ -374,7 +413,7 @@ TEST_CASE("storage postgres: connection errors carry the server's message" *
         std::string::npos);
 }
 
-TEST_CASE("storage postgres: a connection the server dropped is reset by the next call" *
+TEST_CASE("storage postgres: a call on a connection the server dropped reconnects and goes on" *
           doctest::skip(!tune_test::postgres_conninfo())) {
   const auto app = "trainkit_reset_" + std::to_string(::getpid());
   PostgresStorage s(postgres_with("application_name", app));
@@ -389,8 +428,9 @@ TEST_CASE("storage postgres: a connection the server dropped is reset by the nex
   CHECK(PQntuples(r) == 1);
   PQclear(r);
   PQfinish(admin);
-  CHECK(error_of([&] { s.direction(study); }).find("PostgreSQL database (") != std::string::npos);
-  CHECK(s.direction(study) == Direction::Maximize);  // reconnected, statements prepared again
+  // Nothing was written when the connection broke: the call runs again on a
+  // new connection, with its statements prepared again.
+  CHECK(s.direction(study) == Direction::Maximize);
   CHECK(s.trials(study).empty());
 }
 #endif

@@ -3,7 +3,13 @@
 // others behave the same).
 #include <doctest/doctest.h>
 
+#include <atomic>
+#include <cmath>
+#include <limits>
+#include <sstream>
+#include <thread>
 #include <trainkit/tune/pruners/none.hpp>
+#include <trainkit/tune/samplers/grid.hpp>
 #include <trainkit/tune/samplers/random.hpp>
 #include <trainkit/tune/study.hpp>
 
@@ -117,6 +123,14 @@ struct FailingSampler {
   }
 };
 
+// Returns a value outside every distribution of these tests.
+struct OutOfRangeSampler {
+  double sample(const StudyView&, const FrozenTrial&, const std::string&,
+                const Distribution&) const {
+    return 7;
+  }
+};
+
 }  // namespace
 
 TEST_CASE("a trial whose sampler throws ends failed, not running") {
@@ -136,4 +150,146 @@ TEST_CASE("enqueue takes an object of parameter values") {
   CHECK_THROWS_WITH_AS(study.enqueue({"lr", 1e-3}),
                        doctest::Contains("`enqueue.params` = \"[\"lr\",0.001]\" is invalid"),
                        trainkit::Error);
+}
+
+TEST_CASE("max_trials bounds a grid and enqueued trials too") {
+  Study grid(std::make_shared<InMemoryStorage>(), {},
+             sampler::Grid({{"k", {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}}}), pruner::None{});
+  grid.optimize([](Trial& t) { return double(t.suggest_int("k", 0, 11)); },
+                {.max_trials = 5, .log = nullptr});
+  const auto trials = grid.trials();
+  REQUIRE(trials.size() == 12);  // the whole grid is enqueued...
+  int64_t ran = 0;
+  for (const auto& t : trials) ran += t.state == TrialState::Complete;
+  CHECK(ran == 5);  // ...and five of it run
+  CHECK(trials[5].state == TrialState::Waiting);
+}
+
+TEST_CASE("an infinite value is a value (as Optuna has it); NaN fails the trial") {
+  auto study = make_study();
+  const double inf = std::numeric_limits<double>::infinity();
+  study.enqueue({{"k", 0}});
+  study.enqueue({{"k", 1}});
+  study.enqueue({{"k", 2}});
+  study.optimize(
+      [&](Trial& t) {
+        const auto k = t.suggest_int("k", 0, 2);
+        return k == 0 ? inf : k == 1 ? -inf : std::nan("");
+      },
+      {.n_trials = 3, .log = nullptr});
+  const auto trials = study.trials();
+  CHECK(trials[0].state == TrialState::Complete);
+  CHECK(*trials[0].value == inf);
+  CHECK(*study.best_trial().value == -inf);
+  CHECK(trials[2].state == TrialState::Fail);
+  CHECK(trials[2].system_attrs.at("fail_reason") == "the objective returned NaN");
+}
+
+TEST_CASE("threads write whole log lines and call on_trial_end one at a time") {
+  auto study = make_study();
+  std::ostringstream log;
+  std::atomic<int> inside{0}, overlaps{0}, calls{0};
+  study.optimize(
+      [](Trial& t) { return t.suggest_float("x", 0, 1); },
+      {.n_trials = 40, .n_threads = 4, .log = &log, .on_trial_end = [&](const FrozenTrial&) {
+         overlaps += inside.fetch_add(1) != 0;
+         std::this_thread::sleep_for(std::chrono::microseconds(200));
+         --inside;
+         ++calls;
+       }});
+  CHECK(calls == 40);
+  CHECK(overlaps == 0);
+  std::istringstream lines(log.str());
+  int n = 0;
+  for (std::string line; std::getline(lines, line); ++n) {
+    CHECK(line.rfind("trainkit tune: trial ", 0) == 0);
+    CHECK(line.find(" params {\"x\":") != std::string::npos);
+  }
+  CHECK(n == 40);
+}
+
+TEST_CASE("bad options, ranges and sampler output are named errors") {
+  auto study = make_study();
+  const auto x = [](Trial& t) { return t.suggest_float("x", 0, 1); };
+  const auto rejects = [&](const OptimizeOptions& o, const char* what) {
+    CHECK_THROWS_WITH_AS(study.optimize(x, o), doctest::Contains(what), trainkit::Error);
+  };
+  rejects({.max_trials = 0, .log = nullptr}, "`max_trials` = 0 is invalid");
+  rejects({.n_trials = 1, .timeout_s = std::nan(""), .log = nullptr}, "`timeout_s` = nan");
+  rejects({.n_trials = 1, .timeout_s = -1, .log = nullptr}, "`timeout_s` = -1");
+  rejects({.n_trials = 1, .retry_failed = -1, .log = nullptr}, "`retry_failed` = -1");
+  rejects({.n_trials = 1, .heartbeat_s = 1e12, .log = nullptr}, "`heartbeat_s`");
+  rejects({.n_trials = 1, .heartbeat_s = 10, .stale_after_s = 15, .log = nullptr},
+          ">= 2 * heartbeat_s");
+  CHECK_THROWS_WITH_AS(
+      Study(std::make_shared<InMemoryStorage>(), {.name = ""}, sampler::Random{}, pruner::None{}),
+      doctest::Contains("`StudyOptions.name`"), trainkit::Error);
+
+  const auto suggests = [&](std::function<double(Trial&)> f, const char* what) {
+    CHECK_THROWS_WITH_AS(study.optimize(f, {.n_trials = 1, .log = nullptr}),
+                         doctest::Contains(what), trainkit::Error);
+  };
+  suggests([](Trial& t) { return double(t.suggest_int("seed", 0, INT64_MAX)); }, "within +-2^53");
+  suggests([](Trial& t) { return t.suggest_float("w", -1e308, 1e308); }, "a finite width");
+  suggests(
+      [](Trial& t) {
+        return t.suggest_categorical("c", {1.0, std::nan("")});
+      },
+      "finite numbers");
+  CHECK_THROWS_WITH_AS(sampler::Grid({{"k", {1, std::nan("")}}}),
+                       doctest::Contains("`grid[\"k\"]` = \"nan\""), trainkit::Error);
+
+  Study wild(std::make_shared<InMemoryStorage>(), {}, OutOfRangeSampler{}, pruner::None{});
+  CHECK_THROWS_WITH_AS(wild.optimize(x, {.n_trials = 1, .log = nullptr}),
+                       doctest::Contains("the sampler returned 7.000000 for \"x\", outside"),
+                       trainkit::Error);
+  CHECK(wild.trials().at(0).state == TrialState::Fail);
+}
+
+TEST_CASE("a trial another worker failed as lost ends quietly in its own worker") {
+  auto storage = std::make_shared<InMemoryStorage>();
+  Study study(storage, {}, sampler::Random{}, pruner::None{});
+  std::ostringstream log;
+  study.optimize(
+      [&](Trial& t) {
+        // What a detector in another process does when it judges us lost.
+        storage->finish_trial(t.record().id,
+                              {TrialState::Fail, std::nullopt, {{"fail_reason", "lost"}}});
+        t.report(1.0, 0);  // TrialNotRunning: not an objective failure
+        return 1.0;
+      },
+      {.n_trials = 2, .log = &log});  // catch_exceptions = false, and no throw
+  const auto trials = study.trials();
+  REQUIRE(trials.size() == 2);
+  for (const auto& t : trials) {
+    CHECK(t.state == TrialState::Fail);
+    CHECK(t.system_attrs.at("fail_reason") == "lost");  // the detector's reason stays
+  }
+  CHECK(log.str().find("[not recorded") != std::string::npos);
+}
+
+TEST_CASE("a lost trial is judged by its process where pids compare, else by its own beat") {
+  auto storage = std::make_shared<InMemoryStorage>();
+  Study study(storage, {}, sampler::Random{}, pruner::None{});
+  const auto id = storage->create_study("study", Direction::Minimize, true);
+  const auto here = detail::this_worker(0.01);
+  const int64_t no_pid = 1 << 30;  // above Linux's pid_max: no such process
+  // Same host name, other container or machine: its pid means nothing here.
+  storage->start_trial(id, {here.host, "other", no_pid, 0}, {}, false);
+  storage->start_trial(id, {here.host, "other", no_pid, 0.01}, {}, false);
+  storage->start_trial(id, {here.host, here.pid_space, no_pid, 0}, {}, false);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  study.optimize([](Trial&) { return 1.0; },
+                 {.n_trials = 1, .heartbeat_s = 0.01, .stale_after_s = 0.02, .log = nullptr});
+  const auto trials = study.trials();
+  REQUIRE(trials.size() == 4);
+  // A worker that never beats is judged by its process only, and here it cannot be.
+  CHECK(trials[0].state == TrialState::Running);
+  CHECK(trials[1].state == TrialState::Fail);
+  CHECK(trials[1].system_attrs.at("fail_reason").get<std::string>().find("no heartbeat for") == 0);
+  if (!here.pid_space.empty()) {  // /proc says which pid space this is
+    CHECK(trials[2].state == TrialState::Fail);
+    CHECK(trials[2].system_attrs.at("fail_reason") == "its worker process is gone");
+  }
+  CHECK(trials[3].state == TrialState::Complete);
 }

@@ -1,7 +1,8 @@
 #pragma once
 // The contracts of the search's two policies. A sampler and a pruner decide
 // from a snapshot of the study (StudyView) and keep no memory of their own
-// between trials, so any number of workers, threads or processes can run
+// between trials (ASHA's estimated min_resource, once per process, is the
+// one exception), so any number of workers, threads or processes can run
 // one study and a seeded study replays exactly.
 #include <concepts>
 #include <map>

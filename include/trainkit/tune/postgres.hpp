@@ -4,14 +4,18 @@
 // SKIP LOCKED (two workers never get the same one), new numbers are taken
 // under the study row's lock, and times are the server's clock, so that
 // heartbeats compare across machines. A transaction that loses a deadlock
-// or a serialisation conflict is run again; a connection found broken at
-// the start of a call is reset.
+// is run again, and so is one whose connection broke before its COMMIT was
+// sent (the server rolled it back), on a new connection. Connections time
+// out (connect_timeout, TCP keepalives and user timeout, unless the
+// connection string says otherwise), so a dead server or network ends a
+// call with an error instead of hanging the worker.
 #include <libpq-fe.h>
 
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -29,7 +33,13 @@ class PostgresConnection final : public SqlConnection {
  public:
   explicit PostgresConnection(std::string conninfo) : conninfo_(std::move(conninfo)) {
     where_ = describe(conninfo_);
-    conn_ = PQconnectdb(conninfo_.c_str());
+    // Defaults first: the connection string (expanded from "dbname", last)
+    // overrides them.
+    const char* keys[] = {
+        "connect_timeout",  "keepalives",       "keepalives_idle", "keepalives_interval",
+        "keepalives_count", "tcp_user_timeout", "dbname",          nullptr};
+    const char* values[] = {"10", "1", "30", "10", "3", "60000", conninfo_.c_str(), nullptr};
+    conn_ = PQconnectdbParams(keys, values, /*expand_dbname=*/1);
     if (!conn_ || PQstatus(conn_) != CONNECTION_OK) {
       const std::string why = conn_ ? trimmed(PQerrorMessage(conn_)) : "out of memory";
       PQfinish(conn_);
@@ -48,20 +58,29 @@ class PostgresConnection final : public SqlConnection {
     reconnect_if_broken();
     // Reads see one snapshot across their statements.
     const char* begin = write ? "BEGIN" : "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY";
-    std::mt19937 rng(std::random_device{}());
+    bool reconnected = false;
     for (int attempt = 1;; ++attempt) {
+      bool committing = false;
       try {
         command(begin);
         body();
+        committing = true;
         command("COMMIT");
         return;
       } catch (const Conflict& e) {
         rollback();
         if (attempt == 20) throw Error(e.what());
-        std::this_thread::sleep_for(std::chrono::milliseconds(1 + rng() % (5 * attempt)));
+        if (!rng_) rng_.emplace(std::random_device{}());
+        std::this_thread::sleep_for(std::chrono::milliseconds(1 + (*rng_)() % (5 * attempt)));
       } catch (...) {
-        rollback();
-        throw;
+        // A connection lost before COMMIT: nothing was written; once more
+        // on a new one. After COMMIT was sent nobody knows: the error stands.
+        if (PQstatus(conn_) == CONNECTION_OK || committing || reconnected) {
+          rollback();
+          throw;
+        }
+        reconnected = true;
+        reconnect_if_broken();
       }
     }
   }
@@ -106,7 +125,7 @@ class PostgresConnection final : public SqlConnection {
     PGresult* get() const { return r_; }
     PGresult* r_;
   };
-  // A deadlock or serialisation failure: the transaction may be run again.
+  // A deadlock: the transaction may be run again.
   struct Conflict : Error {
     using Error::Error;
   };
@@ -144,6 +163,9 @@ class PostgresConnection final : public SqlConnection {
         conn_, [](void*, const char*) {}, nullptr);  // "already exists"
     // Shortest exact text of doubles whatever the server's default.
     command("SET extra_float_digits = 3");
+    // A worker that hangs inside a transaction does not hold its locks
+    // (the study row) for ever.
+    command("SET idle_in_transaction_session_timeout = 60000");
   }
 
   void reconnect_if_broken() {
@@ -151,7 +173,7 @@ class PostgresConnection final : public SqlConnection {
     PQreset(conn_);
     if (PQstatus(conn_) != CONNECTION_OK) {
       throw Error("trainkit: lost the connection to " + where() +
-                  ") and could not reconnect: " + trimmed(PQerrorMessage(conn_)));
+                  " and could not reconnect: " + trimmed(PQerrorMessage(conn_)));
     }
     start_session();
   }
@@ -182,9 +204,7 @@ class PostgresConnection final : public SqlConnection {
     const std::string head = sql.size() > 60 ? sql.substr(0, 60) + "..." : sql;
     const std::string message = "trainkit: " + where() + ": " + why + " (in `" + head + "`)";
     const char* code = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : nullptr;
-    if (code && (std::string(code) == "40001" || std::string(code) == "40P01")) {
-      throw Conflict(message);
-    }
+    if (code && std::string(code) == "40P01") throw Conflict(message);  // deadlock detected
     throw Error(message);
   }
 
@@ -192,6 +212,7 @@ class PostgresConnection final : public SqlConnection {
   std::string where_;
   PGconn* conn_ = nullptr;
   std::unordered_map<std::string, std::string> statements_;  // SQL -> prepared name
+  std::optional<std::mt19937> rng_;                          // backoff, made on first conflict
 };
 
 }  // namespace detail

@@ -45,7 +45,7 @@ inline Direction direction_from_string(const std::string& s) {
 
 struct FrozenTrial {
   int64_t id = -1;      ///< the storage's key
-  int64_t number = -1;  ///< 0, 1, ... within its study, in start order
+  int64_t number = -1;  ///< 0, 1, ... within its study, in creation order (enqueued: when enqueued)
   TrialState state = TrialState::Running;
   std::optional<double> value;
   std::map<std::string, Param> params;
@@ -78,7 +78,13 @@ struct FrozenTrial {
     if (it == params.end())
       throw Error("trainkit: trial " + std::to_string(number) + " has no parameter \"" + name +
                   "\"");
-    return it->second.value().get<T>();
+    const auto v = it->second.value();
+    try {
+      return v.get<T>();
+    } catch (const nlohmann::json::exception&) {
+      throw Error("trainkit: parameter \"" + name + "\" of trial " + std::to_string(number) +
+                  " is " + v.dump() + ", which param<T> cannot read as the T asked for");
+    }
   }
 };
 

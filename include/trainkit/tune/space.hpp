@@ -61,17 +61,21 @@ inline void validate(const std::string& name, const Distribution& dist) {
   using trainkit::detail::require_option;
   const std::string where = "suggest(\"" + name + "\")";
   if (const auto* f = std::get_if<FloatDistribution>(&dist)) {
-    require_option(std::isfinite(f->low) && std::isfinite(f->high) && f->low <= f->high,
-                   where + ".low", f->low,
-                   "finite bounds with low <= high = " + std::to_string(f->high));
+    require_option(
+        std::isfinite(f->low) && std::isfinite(f->high) && f->low <= f->high &&
+            std::isfinite(f->high - f->low),
+        where + ".low", f->low,
+        "finite bounds with low <= high = " + std::to_string(f->high) + " and a finite width");
     require_option(!f->log || f->low > 0, where + ".low", f->low, "> 0 on a log scale");
     require_option(!(f->log && f->step), where + ".step", f->step.value_or(0),
                    "no step on a log scale (log = true)");
     require_option(!f->step || (std::isfinite(*f->step) && *f->step > 0), where + ".step",
                    f->step.value_or(0), "a positive number");
   } else if (const auto* i = std::get_if<IntDistribution>(&dist)) {
-    require_option(i->low <= i->high, where + ".low", i->low,
-                   "low <= high = " + std::to_string(i->high));
+    // Values travel as doubles: exact up to 2^53.
+    constexpr int64_t exact = int64_t{1} << 53;
+    require_option(-exact <= i->low && i->low <= i->high && i->high <= exact, where + ".low",
+                   i->low, "low <= high = " + std::to_string(i->high) + ", both within +-2^53");
     require_option(i->step >= 1, where + ".step", i->step, "an integer >= 1");
     require_option(!i->log || i->low >= 1, where + ".low", i->low, ">= 1 on a log scale");
     require_option(!i->log || i->step == 1, where + ".step", i->step, "1 on a log scale");
@@ -80,8 +84,17 @@ inline void validate(const std::string& name, const Distribution& dist) {
     require_option(!c.choices.empty(), where + ".choices", std::string("[]"),
                    "at least one choice");
     for (const auto& choice : c.choices) {
-      require_option(choice.is_primitive(), where + ".choices", choice.dump(),
-                     "strings, numbers, booleans or null");
+      const bool finite = !choice.is_number_float() || std::isfinite(choice.get<double>());
+      bool utf8 = true;
+      try {
+        (void)choice.dump();
+      } catch (const nlohmann::json::exception&) {
+        utf8 = false;
+      }
+      require_option(choice.is_primitive() && finite && utf8, where + ".choices",
+                     finite ? choice.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+                            : std::to_string(choice.get<double>()),
+                     "strings in UTF-8, finite numbers, booleans or null");
     }
   }
 }

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -33,6 +34,9 @@ class SqliteConnection final : public SqlConnection {
   SqliteConnection(const std::filesystem::path& file, const SqliteOptions& o)
       : path_(file.string()) {
     trainkit::detail::require_file_path("SqliteStorage file", file, "study.db");
+    trainkit::detail::require_option(
+        o.busy_timeout.count() >= 0 && o.busy_timeout.count() <= std::numeric_limits<int>::max(),
+        "SqliteOptions.busy_timeout", o.busy_timeout.count(), "0 to 2^31 - 1 milliseconds");
     if (sqlite3_open_v2(path_.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr) !=
         SQLITE_OK) {
       const std::string why = db_ ? sqlite3_errmsg(db_) : "out of memory";

@@ -1,9 +1,10 @@
 #pragma once
 // Where a study lives. Every storage gives the same guarantees, and
 // tests/tune/storage_test.cpp checks them on each: trial numbers are unique
-// and dense, a waiting trial is handed to one worker only, a final trial
-// never changes again, and every write is one transaction (a worker killed
-// mid-write leaves the study as it was before or after the write).
+// and dense, a waiting trial is handed to one worker only, a final trial's
+// state, value, parameters and intermediate values never change again (its
+// attributes stay writable), and every write is one transaction (a worker
+// killed mid-write leaves the study as it was before or after the write).
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -19,12 +20,34 @@
 
 namespace trainkit::tune {
 
-/// Who runs a trial: the host and process, so a worker on the same host can
-/// tell that a running trial's process is gone.
+/// Who runs a trial: the host and process, so a worker that shares the
+/// process's pid namespace (same boot, same namespace: `pid_space`) can tell
+/// that the process is gone; and how often it beats, so that a worker that
+/// does not beat is never judged silent.
 struct WorkerId {
   std::string host;
+  std::string pid_space;  ///< boot id and pid-namespace inode; "" when unknown
   int64_t pid = 0;
-  nlohmann::json to_json() const { return {{"host", host}, {"pid", pid}}; }
+  double heartbeat_s = 0;
+  nlohmann::json to_json() const {
+    return {{"host", host}, {"pid_space", pid_space}, {"pid", pid}, {"heartbeat_s", heartbeat_s}};
+  }
+};
+
+/// A write to a trial that is no longer running (another worker failed it
+/// as lost, or it ended).
+class TrialNotRunning : public Error {
+ public:
+  using Error::Error;
+};
+
+/// How a running trial ends, written in one transaction with its state.
+struct TrialEnd {
+  TrialState state = TrialState::Complete;
+  std::optional<double> value{};
+  nlohmann::json system_attrs = nlohmann::json::object();  ///< such as fail_reason
+  /// Set: enqueue the trial's parameters again, with these system attrs.
+  std::optional<nlohmann::json> retry{};
 };
 
 class Storage {
@@ -41,7 +64,8 @@ class Storage {
   /// Atomically: the oldest waiting trial becomes running (its fixed
   /// parameters are in system_attrs["fixed_params"]), else, unless
   /// `waiting_only`, a new running trial numbered after the last. With
-  /// `max_trials`, no new trial once the study has that many not failed.
+  /// `max_trials`, no trial starts once that many have started and not
+  /// failed (waiting trials do not count; they wait past the budget).
   virtual std::optional<FrozenTrial> start_trial(int64_t study, const WorkerId& worker,
                                                  std::optional<int64_t> max_trials,
                                                  bool waiting_only) = 0;
@@ -58,9 +82,9 @@ class Storage {
   virtual void report(int64_t trial, int64_t step, double value) = 0;
   virtual void set_system_attr(int64_t trial, const std::string& key, const nlohmann::json& v) = 0;
   virtual void set_user_attr(int64_t trial, const std::string& key, const nlohmann::json& v) = 0;
-  /// Makes a running trial final; false (and no change) when it was no
-  /// longer running, e.g. another worker failed it as stale.
-  virtual bool finish_trial(int64_t trial, TrialState state, std::optional<double> value) = 0;
+  /// Makes a running trial final as `end` says; false (and no change) when
+  /// it was no longer running, e.g. another worker failed it as lost.
+  virtual bool finish_trial(int64_t trial, const TrialEnd& end) = 0;
 
   /// Every trial of the study, in number order.
   virtual std::vector<FrozenTrial> trials(int64_t study) = 0;
@@ -90,7 +114,7 @@ inline void require_same_direction(const std::string& name, Direction stored, Di
 }
 
 inline bool counts_against_budget(TrialState s) {
-  return s != TrialState::Fail;
+  return s != TrialState::Fail && s != TrialState::Waiting;
 }
 
 }  // namespace detail
@@ -125,6 +149,11 @@ class InMemoryStorage final : public Storage {
                                          bool waiting_only) override {
     std::lock_guard lock(mutex_);
     auto& s = at(study);
+    if (max_trials) {
+      int64_t n = 0;
+      for (auto id : s.trial_ids) n += detail::counts_against_budget(trials_[size_t(id)].state);
+      if (n >= *max_trials) return std::nullopt;
+    }
     for (auto id : s.trial_ids) {
       auto& t = trials_[static_cast<size_t>(id)];
       if (t.state != TrialState::Waiting) continue;
@@ -135,11 +164,6 @@ class InMemoryStorage final : public Storage {
       return t;
     }
     if (waiting_only) return std::nullopt;
-    if (max_trials) {
-      int64_t n = 0;
-      for (auto id : s.trial_ids) n += detail::counts_against_budget(trials_[size_t(id)].state);
-      if (n >= *max_trials) return std::nullopt;
-    }
     FrozenTrial t;
     t.id = static_cast<int64_t>(trials_.size());
     t.number = static_cast<int64_t>(s.trial_ids.size());
@@ -147,20 +171,21 @@ class InMemoryStorage final : public Storage {
     t.system_attrs["worker"] = worker.to_json();
     trials_.push_back(t);
     heartbeats_.push_back(t.started_at);
+    study_of_.push_back(study);
     s.trial_ids.push_back(t.id);
     return t;
   }
   void enqueue_trial(int64_t study, const nlohmann::json& params,
                      const nlohmann::json& system_attrs) override {
     std::lock_guard lock(mutex_);
-    enqueue_locked(at(study), params, system_attrs);
+    enqueue_locked(study, params, system_attrs);
   }
   bool enqueue_trials_once(int64_t study, const std::string& key,
                            const std::vector<nlohmann::json>& params) override {
     std::lock_guard lock(mutex_);
     auto& s = at(study);
     if (!s.marks.insert(key).second) return false;
-    for (const auto& p : params) enqueue_locked(s, p, nlohmann::json::object());
+    for (const auto& p : params) enqueue_locked(study, p, nlohmann::json::object());
     return true;
   }
 
@@ -180,13 +205,18 @@ class InMemoryStorage final : public Storage {
     std::lock_guard lock(mutex_);
     trial_at(trial).user_attrs[key] = v;
   }
-  bool finish_trial(int64_t trial, TrialState state, std::optional<double> value) override {
+  bool finish_trial(int64_t trial, const TrialEnd& end) override {
     std::lock_guard lock(mutex_);
     auto& t = trial_at(trial);
     if (t.state != TrialState::Running) return false;
-    t.state = state;
-    t.value = value;
+    t.state = end.state;
+    t.value = end.value;
     t.finished_at = detail::now_seconds();
+    for (const auto& [key, v] : end.system_attrs.items()) t.system_attrs[key] = v;
+    if (end.retry) {
+      const auto params = t.param_values();  // t may move as the vector grows
+      enqueue_locked(study_of_[static_cast<size_t>(trial)], params, *end.retry);
+    }
     return true;
   }
   std::vector<FrozenTrial> trials(int64_t study) override {
@@ -213,7 +243,9 @@ class InMemoryStorage final : public Storage {
     std::vector<int64_t> trial_ids;
     std::set<std::string> marks;
   };
-  void enqueue_locked(Study& s, const nlohmann::json& params, const nlohmann::json& system_attrs) {
+  void enqueue_locked(int64_t study, const nlohmann::json& params,
+                      const nlohmann::json& system_attrs) {
+    auto& s = at(study);
     FrozenTrial t;
     t.id = static_cast<int64_t>(trials_.size());
     t.number = static_cast<int64_t>(s.trial_ids.size());
@@ -222,6 +254,7 @@ class InMemoryStorage final : public Storage {
     t.system_attrs["fixed_params"] = params;
     trials_.push_back(t);
     heartbeats_.push_back(0);
+    study_of_.push_back(study);
     s.trial_ids.push_back(t.id);
   }
 
@@ -240,8 +273,8 @@ class InMemoryStorage final : public Storage {
   FrozenTrial& running(int64_t trial) {
     auto& t = trial_at(trial);
     if (t.state != TrialState::Running) {
-      throw Error("trainkit: trial " + std::to_string(t.number) + " is " + to_string(t.state) +
-                  ", not running: it can no longer change");
+      throw TrialNotRunning("trainkit: trial " + std::to_string(t.number) + " is " +
+                            to_string(t.state) + ", not running: it can no longer change");
     }
     return t;
   }
@@ -249,7 +282,8 @@ class InMemoryStorage final : public Storage {
   std::mutex mutex_;
   std::vector<Study> studies_;
   std::vector<FrozenTrial> trials_;
-  std::vector<double> heartbeats_;
+  std::vector<double> heartbeats_;  // by trial id, as is study_of_
+  std::vector<int64_t> study_of_;
 };
 
 }  // namespace trainkit::tune

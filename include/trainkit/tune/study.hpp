@@ -3,9 +3,10 @@
 // a Storage, and lets any number of workers (threads here, processes on this
 // or other machines through a shared storage) add to one study. A worker
 // that dies leaves its trial running; the next worker to start a trial
-// fails it (same host: the process is gone; elsewhere: no heartbeat for
-// `stale_after_s`) and, if asked, enqueues it again.
+// fails it (same pid namespace: the process is gone; elsewhere: no
+// heartbeat for `stale_after_s`) and, if asked, enqueues it again.
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -13,6 +14,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <exception>
+#include <fstream>
 #include <functional>
 #include <iostream>
 #include <limits>
@@ -20,6 +22,7 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -38,36 +41,55 @@ struct StudyOptions {
 
 struct OptimizeOptions {
   std::optional<int64_t> n_trials{};  ///< trials this call runs
-  std::optional<int64_t>
-      max_trials{};      ///< the study's budget across all workers (failed trials not counted)
+  /// The study's budget across all workers: no trial starts once this many
+  /// have started and not failed.
+  std::optional<int64_t> max_trials{};
   double timeout_s = 0;  ///< start no trial after this long (0: no limit)
   int n_threads = 1;     ///< trials run at once in this process (a thread-safe objective)
   /// A throwing objective fails its trial; with false, the exception is also
   /// rethrown (after the study recorded it) and the call ends.
   bool catch_exceptions = false;
-  double heartbeat_s = 5;          ///< how often a running trial says it is alive (0: never)
-  double stale_after_s = 60;       ///< a running trial silent this long has lost its worker
+  /// How often a running trial says it is alive (0: never; its trials are
+  /// then judged lost only when their process is seen gone).
+  double heartbeat_s = 5;
+  /// A running trial silent this long (and three of its worker's beats) has
+  /// lost its worker.
+  double stale_after_s = 60;
   int retry_failed = 0;            ///< enqueue a lost worker's trial again, up to this many times
   std::ostream* log = &std::clog;  ///< one line per finished trial (nullptr: silent)
+  /// Called after each trial, one call at a time however many threads run.
   std::function<void(const FrozenTrial&)> on_trial_end{};
 };
 
 namespace detail {
 
-inline WorkerId this_worker() {
+/// The pids this process can look up: this boot's id and this pid
+/// namespace's inode ("" where /proc does not say). Two workers with equal
+/// hostnames in different containers or machines differ here.
+inline std::string pid_space() {
+  std::string boot;
+  std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
+  struct stat ns {};
+  if (boot.empty() || ::stat("/proc/self/ns/pid", &ns) != 0) return "";
+  return boot + "/" + std::to_string(ns.st_ino);
+}
+
+inline WorkerId this_worker(double heartbeat_s) {
   char host[256] = {};
   ::gethostname(host, sizeof host - 1);
-  return {host, static_cast<int64_t>(::getpid())};
+  static const std::string space = pid_space();
+  return {host, space, static_cast<int64_t>(::getpid()), heartbeat_s};  // pid now: after a fork
 }
 
 enum class Liveness { Alive, Gone, Unknown };
 
-/// Whether a trial's worker process still runs, as far as this host can
-/// tell: only a worker of this host is looked up (by pid).
+/// Whether a trial's worker process still runs, as far as this process can
+/// tell: only a worker of the same pid space is looked up (by pid).
 inline Liveness liveness(const nlohmann::json& worker, const WorkerId& me) {
-  if (!worker.is_object() || worker.value("host", "") != me.host) return Liveness::Unknown;
+  if (!worker.is_object() || me.pid_space.empty() || worker.value("pid_space", "") != me.pid_space)
+    return Liveness::Unknown;
   const auto pid = worker.value("pid", int64_t{0});
-  if (pid <= 0 || pid == me.pid) return Liveness::Unknown;
+  if (pid <= 0 || pid == me.pid) return Liveness::Unknown;  // mine: its heartbeat tells
   return ::kill(static_cast<pid_t>(pid), 0) == -1 && errno == ESRCH ? Liveness::Gone
                                                                     : Liveness::Alive;
 }
@@ -81,10 +103,11 @@ class Study final : private detail::TrialDriver {
       : storage_(std::move(storage)),
         options_(std::move(options)),
         sampler_(std::move(sampler)),
-        pruner_(std::move(pruner)),
-        worker_(detail::this_worker()) {
+        pruner_(std::move(pruner)) {
     if (!storage_)
       throw Error("trainkit: Study needs a storage (InMemoryStorage, SqliteStorage, ...)");
+    trainkit::detail::require_option(!options_.name.empty(), "StudyOptions.name",
+                                     std::string("\"\""), "a non-empty name");
     id_ = storage_->create_study(options_.name, options_.direction, options_.load_if_exists);
   }
 
@@ -98,9 +121,16 @@ class Study final : private detail::TrialDriver {
                    std::string("none"), "n_trials, max_trials or timeout_s (or a grid sampler)");
     require_option(!o.n_trials || *o.n_trials >= 0, "n_trials", o.n_trials.value_or(0), ">= 0");
     require_option(o.n_threads >= 1, "n_threads", o.n_threads, ">= 1");
-    require_option(o.heartbeat_s >= 0, "heartbeat_s", o.heartbeat_s, ">= 0");
-    require_option(o.stale_after_s > o.heartbeat_s, "stale_after_s", o.stale_after_s,
-                   "more than heartbeat_s");
+    require_option(!o.max_trials || *o.max_trials >= 1, "max_trials", o.max_trials.value_or(0),
+                   ">= 1");
+    require_option(std::isfinite(o.timeout_s) && o.timeout_s >= 0, "timeout_s", o.timeout_s,
+                   "a finite number of seconds >= 0 (0: no limit)");
+    require_option(o.heartbeat_s >= 0 && o.heartbeat_s <= 86400, "heartbeat_s", o.heartbeat_s,
+                   "0 <= heartbeat_s <= 86400 seconds (0: no heartbeat)");
+    require_option(std::isfinite(o.stale_after_s) && o.stale_after_s >= 2 * o.heartbeat_s &&
+                       o.stale_after_s > 0,
+                   "stale_after_s", o.stale_after_s, "a finite number > 0 and >= 2 * heartbeat_s");
+    require_option(o.retry_failed >= 0, "retry_failed", o.retry_failed, ">= 0");
     if constexpr (FiniteSampler<S>)
       storage_->enqueue_trials_once(id_, sampler_.grid_key(), sampler_.grid());
 
@@ -200,7 +230,8 @@ class Study final : private detail::TrialDriver {
   // One trial from start to its final state; false when none could start.
   bool run_trial(const Objective& objective, const OptimizeOptions& o, Heartbeat& heartbeat) {
     fail_lost_trials(o);
-    auto record = storage_->start_trial(id_, worker_, o.max_trials, FiniteSampler<S>);
+    auto record = storage_->start_trial(id_, detail::this_worker(o.heartbeat_s), o.max_trials,
+                                        FiniteSampler<S>);
     if (!record) return false;
     heartbeat.add(record->id);
     // Whatever throws from here on (a sampler, a storage write), the trial
@@ -218,10 +249,10 @@ class Study final : private detail::TrialDriver {
         }
         heartbeat.remove(id);
         try {
-          if (study.storage_->finish_trial(id, TrialState::Fail, std::nullopt)) {
-            study.storage_->set_system_attr(
-                id, "fail_reason", "the study failed while running it (sampler or storage)");
-          }
+          study.storage_->finish_trial(
+              id, {TrialState::Fail,
+                   std::nullopt,
+                   {{"fail_reason", "the study failed while running it (sampler or storage)"}}});
         } catch (...) {  // the storage itself is failing: the heartbeat check will fail it
         }
       }
@@ -248,15 +279,18 @@ class Study final : private detail::TrialDriver {
       if (trial.prune_reason()) {
         state = TrialState::Pruned;
         why = *trial.prune_reason();
-      } else if (!std::isfinite(v)) {
+      } else if (std::isnan(v)) {  // as Optuna: infinities are values, NaN is not
         state = TrialState::Fail;
-        why = "the objective returned " + std::to_string(v);
+        why = "the objective returned NaN";
       } else {
         value = v;
       }
     } catch (const TrialPruned& e) {
       state = TrialState::Pruned;
       why = trial.prune_reason().value_or(e.what());
+    } catch (const TrialNotRunning& e) {  // another worker failed it as lost: not ours to end
+      state = TrialState::Fail;
+      why = e.what();
     } catch (const std::exception& e) {
       state = TrialState::Fail;
       why = e.what();
@@ -274,17 +308,17 @@ class Study final : private detail::TrialDriver {
       active_.erase(record->id);
     }
     heartbeat.remove(record->id);
-    if (!why.empty()) {
-      storage_->set_system_attr(record->id,
-                                state == TrialState::Fail ? "fail_reason" : "prune_reason", why);
-    }
-    const bool recorded = storage_->finish_trial(record->id, state, value);
+    TrialEnd end{state, value};
+    if (!why.empty())
+      end.system_attrs[state == TrialState::Fail ? "fail_reason" : "prune_reason"] = why;
+    const bool recorded = storage_->finish_trial(record->id, end);
     unwind.finished = true;
     log_end(o, trial.record(), state, value, why, recorded);
     if (o.on_trial_end) {
       auto final = trial.record();
       final.state = state;
       final.value = value;
+      std::lock_guard lock(callback_mutex_);
       o.on_trial_end(final);
     }
     if (error) std::rethrow_exception(error);
@@ -300,39 +334,45 @@ class Study final : private detail::TrialDriver {
         if (active_.contains(t.id)) continue;
       }
       std::string why;
-      const auto alive =
-          detail::liveness(t.system_attrs.value("worker", nlohmann::json()), worker_);
+      const auto worker = t.system_attrs.value("worker", nlohmann::json::object());
+      const auto alive = detail::liveness(worker, detail::this_worker(o.heartbeat_s));
       if (alive == detail::Liveness::Alive) continue;  // a slow beat is not a lost worker
+      const double beat = worker.value("heartbeat_s", 0.0);
+      const double silent_for = std::max(o.stale_after_s, 3 * beat);
       if (alive == detail::Liveness::Gone) {
         why = "its worker process is gone";
-      } else if (o.heartbeat_s > 0 && storage_->seconds_since_heartbeat(t.id) > o.stale_after_s) {
-        why = "no heartbeat for " + std::to_string(o.stale_after_s) + " s";
+      } else if (beat > 0 && storage_->seconds_since_heartbeat(t.id) > silent_for) {
+        why = "no heartbeat for " + std::to_string(silent_for) + " s";
       } else {
-        continue;
+        continue;  // a worker that does not beat is judged by its process only
       }
-      if (!storage_->finish_trial(t.id, TrialState::Fail, std::nullopt))
-        continue;  // another worker did
-      storage_->set_system_attr(t.id, "fail_reason", why);
+      TrialEnd end{TrialState::Fail, std::nullopt, {{"fail_reason", why}}};
       const int retries = t.system_attrs.value("retries", 0);
-      if (retries < o.retry_failed) {
-        storage_->enqueue_trial(id_, t.param_values(),
-                                {{"retry_of", t.number}, {"retries", retries + 1}});
-      }
-      if (o.log) *o.log << "trainkit tune: trial " << t.number << " failed: " << why << "\n";
+      if (retries < o.retry_failed)
+        end.retry = nlohmann::json{{"retry_of", t.number}, {"retries", retries + 1}};
+      if (!storage_->finish_trial(t.id, end)) continue;  // another worker did
+      write_log(o, "trainkit tune: trial " + std::to_string(t.number) + " failed: " + why + "\n");
     }
   }
 
   void log_end(const OptimizeOptions& o, const FrozenTrial& t, TrialState state,
                std::optional<double> value, const std::string& why, bool recorded) {
     if (!o.log) return;
-    auto& out = *o.log;
+    std::ostringstream out;
     out << "trainkit tune: trial " << t.number << " " << to_string(state);
     if (value) out << " with value " << *value;
     if (!why.empty()) out << " (" << why << ")";
     out << " params " << t.param_values().dump();
     if (!recorded) out << " [not recorded: another worker had failed it as lost]";
     out << "\n";
-    out.flush();
+    write_log(o, out.str());
+  }
+
+  // One line at a time, whichever thread writes it.
+  void write_log(const OptimizeOptions& o, const std::string& line) {
+    if (!o.log) return;
+    std::lock_guard lock(callback_mutex_);
+    *o.log << line << std::flush;
   }
 
   StudyView view(const std::vector<FrozenTrial>& trials) const {
@@ -379,6 +419,10 @@ class Study final : private detail::TrialDriver {
     } else {
       std::lock_guard lock(policy_mutex_);
       x = sampler_.sample(view(a.snapshot), trial, name, dist);
+      if (!contains(dist, *x)) {
+        throw Error("trainkit: the sampler returned " + std::to_string(*x) + " for \"" + name +
+                    "\", outside " + to_json(dist).dump());
+      }
     }
     const Param param{dist, *x};
     storage_->set_param(trial.id, name, param);
@@ -412,9 +456,9 @@ class Study final : private detail::TrialDriver {
   StudyOptions options_;
   S sampler_;
   P pruner_;
-  WorkerId worker_;
   int64_t id_ = -1;
-  std::mutex policy_mutex_;  // samplers and pruners are called one at a time
+  std::mutex policy_mutex_;    // samplers and pruners are called one at a time
+  std::mutex callback_mutex_;  // the log and on_trial_end, one thread at a time
   std::mutex active_mutex_;
   std::map<int64_t, Active*> active_;
 };

@@ -158,6 +158,35 @@ inline int64_t parse_int(const std::string& s) {
   return x;
 }
 
+/// JSON has no NaN or infinities (nlohmann writes them as null): an
+/// attribute's non-finite numbers are stored as {"$double": "Infinity"} and
+/// so on, and text that is not UTF-8 with U+FFFD, so every attribute reads
+/// back as written.
+inline std::string attr_text(const nlohmann::json& v) {
+  const auto encode = [](const auto& self, const nlohmann::json& x) -> nlohmann::json {
+    if (x.is_number_float() && !std::isfinite(x.get<double>()))
+      return {{"$double", format_double(x.get<double>())}};
+    if (!x.is_structured()) return x;
+    auto out = x;
+    for (auto& [key, item] : out.items()) item = self(self, item);
+    return out;
+  };
+  return encode(encode, v).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+inline nlohmann::json attr_from_text(const std::string& text) {
+  const auto decode = [](const auto& self, nlohmann::json& x) -> void {
+    if (x.is_object() && x.size() == 1 && x.contains("$double") && x["$double"].is_string()) {
+      x = parse_double(x["$double"].get<std::string>());
+    } else if (x.is_structured()) {
+      for (auto& [key, item] : x.items()) self(self, item);
+    }
+  };
+  auto v = nlohmann::json::parse(text);
+  decode(decode, v);
+  return v;
+}
+
 /// Storage over any SqlConnection: each call is one transaction.
 class SqlStorage : public Storage {
  public:
@@ -195,6 +224,14 @@ class SqlStorage : public Storage {
                                          std::optional<int64_t> max_trials,
                                          bool waiting_only) override {
     return run(true, [&]() -> std::optional<FrozenTrial> {
+      if (max_trials) {
+        lock_study(study);
+        const auto n =
+            q("SELECT COUNT(*) FROM tune_trials WHERE study_id = $1 AND state <> $2 AND "
+              "state <> $3",
+              {study, state(TrialState::Fail), state(TrialState::Waiting)});
+        if (integer(n[0][0]) >= *max_trials) return std::nullopt;
+      }
       int64_t id = -1;
       const auto waiting =
           q("SELECT id FROM tune_trials WHERE study_id = $1 AND state = $2 ORDER BY number LIMIT "
@@ -205,13 +242,8 @@ class SqlStorage : public Storage {
         q("UPDATE tune_trials SET state = $2, started_at = {now}, heartbeat = {now} WHERE id = $1",
           {id, state(TrialState::Running)});
       } else {
-        lock_study(study);
         if (waiting_only) return std::nullopt;
-        if (max_trials) {
-          const auto n = q("SELECT COUNT(*) FROM tune_trials WHERE study_id = $1 AND state <> $2",
-                           {study, state(TrialState::Fail)});
-          if (integer(n[0][0]) >= *max_trials) return std::nullopt;
-        }
+        lock_study(study);
         id = insert_trial(study, TrialState::Running);
       }
       set_attr(id, "system", "worker", worker.to_json());
@@ -268,15 +300,25 @@ class SqlStorage : public Storage {
       set_attr(trial, "user", key, v);
     });
   }
-  bool finish_trial(int64_t trial, TrialState s, std::optional<double> value) override {
+  bool finish_trial(int64_t trial, const TrialEnd& end) override {
     return run(true, [&] {
+      const auto study = q("SELECT study_id FROM tune_trials WHERE id = $1", {trial});
+      if (study.empty()) throw_no_trial(trial);
+      // The study first, as start_trial locks it: a retry takes the next number.
+      if (end.retry) lock_study(integer(study[0][0]));
       const auto done =
           q("UPDATE tune_trials SET state = $2, value = $3, finished_at = {now} WHERE id = $1 AND "
             "state = $4 RETURNING id",
-            {trial, state(s), value ? SqlParam(format_double(*value)) : SqlParam(nullptr),
+            {trial, state(end.state),
+             end.value ? SqlParam(format_double(*end.value)) : SqlParam(nullptr),
              state(TrialState::Running)});
-      if (done.empty()) require_trial(trial);
-      return !done.empty();
+      if (done.empty()) return false;
+      for (const auto& [key, v] : end.system_attrs.items()) set_attr(trial, "system", key, v);
+      if (end.retry) {
+        enqueue_locked(integer(study[0][0]), load_trials("t.id = $1", trial).at(0).param_values(),
+                       *end.retry);
+      }
+      return true;
     });
   }
 
@@ -303,24 +345,40 @@ class SqlStorage : public Storage {
 
  protected:
   explicit SqlStorage(std::unique_ptr<SqlConnection> db) : db_(std::move(db)) {
-    run(true, [&] {
-      // Two PostgreSQL sessions creating the same table at once can both
-      // fail; SQLite's write lock already serialises this.
-      if (db_->dialect() == SqlDialect::Postgres) q("SELECT pg_advisory_xact_lock(7142003)", {});
-      for (const auto& s : schema_statements()) q(s, {});
-      q("INSERT INTO tune_meta (key, value) VALUES ('schema_version', $1) ON CONFLICT (key) DO "
-        "NOTHING",
-        {std::to_string(kSchemaVersion)});
-      const auto v = q("SELECT value FROM tune_meta WHERE key = 'schema_version'", {});
-      if (v.empty() || text(v[0][0]) != std::to_string(kSchemaVersion)) {
-        throw Error("trainkit: " + db_->where() + " has schema version " +
-                    (v.empty() ? std::string("(none)") : text(v[0][0])) +
-                    "; this trainkit reads version " + std::to_string(kSchemaVersion));
-      }
-    });
+    auto version = schema_version();
+    if (!version) {  // a new database (DDL only then: a worker may hold DML rights only)
+      run(true, [&] {
+        // Two PostgreSQL sessions creating the same table at once can both
+        // fail; SQLite's write lock already serialises this.
+        if (db_->dialect() == SqlDialect::Postgres) q("SELECT pg_advisory_xact_lock(7142003)", {});
+        for (const auto& s : schema_statements()) q(s, {});
+        q("INSERT INTO tune_meta (key, value) VALUES ('schema_version', $1) ON CONFLICT (key) DO "
+          "NOTHING",
+          {std::to_string(kSchemaVersion)});
+      });
+      version = schema_version();
+    }
+    if (version != std::to_string(kSchemaVersion)) {
+      throw Error("trainkit: " + db_->where() + " has schema version " +
+                  version.value_or("(none)") + "; this trainkit reads version " +
+                  std::to_string(kSchemaVersion));
+    }
   }
 
  private:
+  // The database's schema version; nullopt when it has no trainkit tables.
+  std::optional<std::string> schema_version() {
+    try {
+      return run(false, [&]() -> std::optional<std::string> {
+        const auto v = q("SELECT value FROM tune_meta WHERE key = 'schema_version'", {});
+        if (v.empty()) return std::nullopt;
+        return text(v[0][0]);
+      });
+    } catch (const Error&) {  // no tune_meta table
+      return std::nullopt;
+    }
+  }
+
   // Runs `body` as one transaction under the connection's lock; its result.
   template <class F, class R = std::invoke_result_t<F&>>
   R run(bool write, F&& body) {
@@ -367,8 +425,8 @@ class SqlStorage : public Storage {
     const auto rows = q("SELECT number, state FROM tune_trials WHERE id = $1{share}", {trial});
     if (rows.empty()) throw_no_trial(trial);
     if (text(rows[0][1]) != state(TrialState::Running)) {
-      throw Error("trainkit: trial " + text(rows[0][0]) + " is " + text(rows[0][1]) +
-                  ", not running: it can no longer change");
+      throw TrialNotRunning("trainkit: trial " + text(rows[0][0]) + " is " + text(rows[0][1]) +
+                            ", not running: it can no longer change");
     }
   }
 
@@ -399,7 +457,7 @@ class SqlStorage : public Storage {
   void set_attr(int64_t trial, const char* kind, const std::string& key, const nlohmann::json& v) {
     q("INSERT INTO tune_trial_attrs (trial_id, kind, key, value) VALUES ($1, $2, $3, $4) ON "
       "CONFLICT (trial_id, kind, key) DO UPDATE SET value = excluded.value",
-      {trial, std::string(kind), key, v.dump()});
+      {trial, std::string(kind), key, attr_text(v)});
   }
 
   // The trials matching `filter` (on tune_trials t, with $1 = key), in
@@ -437,7 +495,7 @@ class SqlStorage : public Storage {
          q("SELECT x.trial_id, x.kind, x.key, x.value FROM tune_trial_attrs x" + where, {key})) {
       auto& t = out[index.at(integer(r[0]))];
       (text(r[1]) == "user" ? t.user_attrs : t.system_attrs)[text(r[2])] =
-          nlohmann::json::parse(text(r[3]));
+          attr_from_text(text(r[3]));
     }
     return out;
   }

@@ -54,18 +54,15 @@ class Asha {
     if (!min_resource_) return {};
     for (;; ++rung) {
       const int64_t rung_step =
-          *min_resource_ * ipow(o_.reduction_factor, o_.min_early_stopping_rate + rung);
+          scaled(*min_resource_, o_.reduction_factor, o_.min_early_stopping_rate + rung);
       if (*step < rung_step) return {};
       if (std::isnan(value)) return "the value at step " + std::to_string(*step) + " is NaN";
       const auto key = rung_key(rung);
       std::vector<double> competing;
       for (const auto& t : study.trials) {
         if (t.id == trial.id) continue;  // its own value is added below
-        if (const auto it = t.system_attrs.find(key); it != t.system_attrs.end()) {
-          // null: a value JSON cannot hold (+-inf; NaN is pruned before it is
-          // recorded), counted as the worst
-          competing.push_back(it->is_number() ? it->get<double>() : worst(study.direction));
-        }
+        if (const auto it = t.system_attrs.find(key); it != t.system_attrs.end())
+          competing.push_back(it->get<double>());
       }
       trial.system_attrs[key] = value;
       competing.push_back(value);
@@ -90,14 +87,13 @@ class Asha {
   }
 
  private:
-  static double worst(Direction d) {
-    return d == Direction::Minimize ? std::numeric_limits<double>::infinity()
-                                    : -std::numeric_limits<double>::infinity();
-  }
-  static int64_t ipow(int64_t b, int64_t e) {
-    int64_t r = 1;
-    while (e-- > 0) r *= b;
-    return r;
+  // m * b^e, saturated at the largest step (a rung no trial reaches).
+  static int64_t scaled(int64_t m, int64_t b, int64_t e) {
+    for (; e > 0; --e) {
+      if (m > std::numeric_limits<int64_t>::max() / b) return std::numeric_limits<int64_t>::max();
+      m *= b;
+    }
+    return m;
   }
   static std::optional<int64_t> estimate(const StudyView& study) {
     std::optional<int64_t> last;

@@ -415,6 +415,13 @@ class Gp {
         xs.push_back(axes[j].normalize(t->params.at(names[j]).internal));
       ys.push_back(sign * *t->value);
     }
+    // An infinite value (a diverged run) counts as the worst or best finite
+    // one, as Optuna's GPSampler does: the model stays finite.
+    double lo = std::numeric_limits<double>::infinity(), hi = -lo;
+    for (double y : ys) {
+      if (std::isfinite(y)) lo = std::min(lo, y), hi = std::max(hi, y);
+    }
+    for (double& y : ys) y = lo <= hi ? std::clamp(y, lo, hi) : 0.0;
     double mean = 0, var = 0;
     for (double y : ys) mean += y / static_cast<double>(n);
     for (double y : ys) var += (y - mean) * (y - mean) / static_cast<double>(n);

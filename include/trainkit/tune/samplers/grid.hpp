@@ -5,6 +5,7 @@
 // the storage, so no combination runs twice and none is skipped; the study
 // ends when the grid is used up.
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -36,6 +37,14 @@ class Grid {
     for (const auto& [name, values] : space_) {
       trainkit::detail::require_option(!values.empty(), "grid[\"" + name + "\"]", std::string("[]"),
                                        "at least one value");
+      for (const auto& v : values) {
+        const bool finite = !v.is_number_float() || std::isfinite(v.get<double>());
+        trainkit::detail::require_option(
+            v.is_primitive() && !v.is_null() && finite, "grid[\"" + name + "\"]",
+            finite ? v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+                   : std::to_string(v.get<double>()),
+            "strings, finite numbers or booleans");
+      }
     }
   }
 

@@ -3,8 +3,10 @@
 // (one prime base per parameter), randomly shifted per dimension by the
 // seed (Cranley-Patterson rotation). Points fill the space more evenly than
 // independent draws, which is what a small budget needs. Like Optuna's
-// QMCSampler, the first trial is drawn at random and fixes the space; the
-// parameters outside it are drawn at random too.
+// QMCSampler, the first trial is drawn at random and the lowest-numbered
+// finished trial fixes the space (with parallel workers it can change once,
+// when trial 0 finishes after trial 1); parameters outside it are drawn at
+// random too.
 #include <array>
 #include <cmath>
 #include <cstdint>
