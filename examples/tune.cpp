@@ -65,6 +65,7 @@ int main(int argc, char** argv) {
   int64_t trials = 30;
   std::string sampler = "tpe", pruner = "asha", storage = "runs/tune/study.db", study_name = "cnn";
   int threads = 0;
+  int64_t reduction_factor = 3;
   app.add_option("--trials", trials, "study budget: trials across all workers")
       ->check(CLI::PositiveNumber);
   app.add_option("--epochs", s.max_epochs, "epochs of a trial that is not pruned")
@@ -75,6 +76,9 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"asha", "median", "none"}));
   app.add_option("--storage", storage, "the study's SQLite file");
   app.add_option("--study", study_name, "the study's name in the storage");
+  app.add_option("--reduction-factor", reduction_factor,
+                 "ASHA: a trial goes on past a rung if in the best 1/this there")
+      ->check(CLI::Range(int64_t{2}, int64_t{100}));
   app.add_option("--train-size", s.train_size, "glyphs to train on")->check(CLI::PositiveNumber);
   app.add_option("--val-size", s.val_size, "glyphs to validate on")->check(CLI::PositiveNumber);
   app.add_option("--seed", s.seed, "sampler and training seed");
@@ -127,7 +131,7 @@ int main(int argc, char** argv) {
     auto with_pruner = [&](auto sampler_policy) {
       if (pruner == "asha")
         return run(std::move(sampler_policy),
-                   tune::pruner::Asha({.min_resource = 1, .reduction_factor = 3}));
+                   tune::pruner::Asha({.min_resource = 1, .reduction_factor = reduction_factor}));
       if (pruner == "median")
         return run(std::move(sampler_policy), tune::pruner::Median({.n_warmup_steps = 1}));
       return run(std::move(sampler_policy), tune::pruner::None{});
