@@ -116,8 +116,16 @@ inline Image screenshot(const std::filesystem::path& page, const std::filesystem
                           std::to_string(height) + " --screenshot=" + png.string() + " file://" +
                           fs::absolute(page).string() + " > " + (dir / "chromium.log").string() +
                           " 2>&1";
-  REQUIRE_MESSAGE(std::system(cmd.c_str()) == 0, cmd);
-  REQUIRE(fs::exists(png));
+  // Headless chromium now and then exits 0 without writing the screenshot
+  // when the machine is busy (seen once in CI with every core taken): a
+  // missing file gets two more tries, and its log if it never comes.
+  for (int attempt = 0; attempt < 3 && !fs::exists(png); ++attempt)
+    REQUIRE_MESSAGE(std::system(cmd.c_str()) == 0, cmd);
+  if (!fs::exists(png)) {
+    std::ifstream log(dir / "chromium.log");
+    const std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+    FAIL("chromium wrote no screenshot in 3 tries: " << cmd << "\n" << text);
+  }
   MESSAGE("screenshot: " << png.string());
 
   png_image image{};
