@@ -146,13 +146,12 @@ int main(int argc, char** argv) {
     const auto report_dir = (dir.empty() ? std::filesystem::path(".") : dir) / study_name;
     tune::StudyReport{report_dir}.write(study_name, tune::Direction::Minimize, all);
     int64_t epochs = 0, complete = 0, pruned = 0;
-    const tune::FrozenTrial* best = nullptr;
     for (const auto& t : all) {
       epochs += t.user_attrs.value("epochs", int64_t{0});
       complete += t.state == tune::TrialState::Complete;
       pruned += t.state == tune::TrialState::Pruned;
-      if (t.state == tune::TrialState::Complete && (!best || *t.value < *best->value)) best = &t;
     }
+    const auto* best = tune::StudyView{tune::Direction::Minimize, all}.best();
     std::printf(
         "study %s: %zu trials (%lld complete, %lld pruned), %lld epochs trained of %lld without "
         "pruning\n",

@@ -19,6 +19,9 @@ enum class Direction { Minimize, Maximize };
 /// Waiting: enqueued, not started. Running: a worker holds it. The other
 /// three are final.
 enum class TrialState { Waiting, Running, Complete, Pruned, Fail };
+inline constexpr TrialState trial_states[] = {TrialState::Waiting, TrialState::Running,
+                                              TrialState::Complete, TrialState::Pruned,
+                                              TrialState::Fail};
 
 inline const char* to_string(TrialState s) {
   constexpr const char* names[] = {"waiting", "running", "complete", "pruned", "fail"};
@@ -26,8 +29,8 @@ inline const char* to_string(TrialState s) {
 }
 
 inline TrialState trial_state_from_string(const std::string& s) {
-  for (int k = 0; k <= static_cast<int>(TrialState::Fail); ++k) {
-    if (s == to_string(static_cast<TrialState>(k))) return static_cast<TrialState>(k);
+  for (const auto state : trial_states) {
+    if (s == to_string(state)) return state;
   }
   throw Error("trainkit: stored trial state \"" + s +
               "\" is unknown; accepted: waiting, running, complete, pruned, fail");

@@ -120,7 +120,7 @@ inline std::string csv_field(std::string_view s) {
 
 inline std::map<TrialState, int64_t> counts(std::span<const FrozenTrial> trials) {
   std::map<TrialState, int64_t> n;
-  for (int k = 0; k <= static_cast<int>(TrialState::Fail); ++k) n[static_cast<TrialState>(k)] = 0;
+  for (const auto s : trial_states) n[s] = 0;
   for (const auto& t : trials) ++n[t.state];
   return n;
 }

@@ -49,6 +49,26 @@ using Distribution = std::variant<FloatDistribution, IntDistribution, Categorica
 
 namespace detail {
 
+/// Whether `v` is a value a study can store and give back: a string in
+/// UTF-8, a finite number, a boolean or null.
+inline bool storable(const nlohmann::json& v) {
+  if (!v.is_primitive()) return false;
+  if (v.is_number_float()) return std::isfinite(v.get<double>());
+  try {
+    (void)v.dump();  // throws on text that is not UTF-8
+  } catch (const nlohmann::json::exception&) {
+    return false;
+  }
+  return true;
+}
+
+/// `v` as an error message shows it (NaN as "nan", bad UTF-8 replaced).
+inline std::string shown(const nlohmann::json& v) {
+  if (v.is_number_float() && !std::isfinite(v.get<double>()))
+    return std::to_string(v.get<double>());
+  return v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 /// The highest grid point not above `high`: low + k * step.
 inline double grid_top(double low, double high, double step) {
   return low + std::floor((high - low) / step + 1e-9) * step;
@@ -84,16 +104,7 @@ inline void validate(const std::string& name, const Distribution& dist) {
     require_option(!c.choices.empty(), where + ".choices", std::string("[]"),
                    "at least one choice");
     for (const auto& choice : c.choices) {
-      const bool finite = !choice.is_number_float() || std::isfinite(choice.get<double>());
-      bool utf8 = true;
-      try {
-        (void)choice.dump();
-      } catch (const nlohmann::json::exception&) {
-        utf8 = false;
-      }
-      require_option(choice.is_primitive() && finite && utf8, where + ".choices",
-                     finite ? choice.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
-                            : std::to_string(choice.get<double>()),
+      require_option(detail::storable(choice), where + ".choices", detail::shown(choice),
                      "strings in UTF-8, finite numbers, booleans or null");
     }
   }

@@ -164,15 +164,10 @@ class InMemoryStorage final : public Storage {
       return t;
     }
     if (waiting_only) return std::nullopt;
-    FrozenTrial t;
-    t.id = static_cast<int64_t>(trials_.size());
-    t.number = static_cast<int64_t>(s.trial_ids.size());
-    t.started_at = detail::now_seconds();
+    const double now = detail::now_seconds();
+    auto& t = add_trial(study, TrialState::Running, now);
+    t.started_at = now;
     t.system_attrs["worker"] = worker.to_json();
-    trials_.push_back(t);
-    heartbeats_.push_back(t.started_at);
-    study_of_.push_back(study);
-    s.trial_ids.push_back(t.id);
     return t;
   }
   void enqueue_trial(int64_t study, const nlohmann::json& params,
@@ -243,19 +238,23 @@ class InMemoryStorage final : public Storage {
     std::vector<int64_t> trial_ids;
     std::set<std::string> marks;
   };
-  void enqueue_locked(int64_t study, const nlohmann::json& params,
-                      const nlohmann::json& system_attrs) {
+  // A new trial numbered after the study's last, in every by-id vector.
+  FrozenTrial& add_trial(int64_t study, TrialState state, double heartbeat) {
     auto& s = at(study);
     FrozenTrial t;
     t.id = static_cast<int64_t>(trials_.size());
     t.number = static_cast<int64_t>(s.trial_ids.size());
-    t.state = TrialState::Waiting;
+    t.state = state;
+    s.trial_ids.push_back(t.id);
+    heartbeats_.push_back(heartbeat);
+    study_of_.push_back(study);
+    return trials_.emplace_back(std::move(t));
+  }
+  void enqueue_locked(int64_t study, const nlohmann::json& params,
+                      const nlohmann::json& system_attrs) {
+    auto& t = add_trial(study, TrialState::Waiting, 0);
     t.system_attrs = system_attrs;
     t.system_attrs["fixed_params"] = params;
-    trials_.push_back(t);
-    heartbeats_.push_back(0);
-    study_of_.push_back(study);
-    s.trial_ids.push_back(t.id);
   }
 
   Study& at(int64_t study) {

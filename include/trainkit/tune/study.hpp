@@ -327,6 +327,7 @@ class Study final : private detail::TrialDriver {
 
   // Fails running trials whose worker is gone, and enqueues them again.
   void fail_lost_trials(const OptimizeOptions& o) {
+    const auto me = detail::this_worker(o.heartbeat_s);
     for (const auto& t : storage_->trials(id_)) {
       if (t.state != TrialState::Running) continue;
       {
@@ -335,7 +336,7 @@ class Study final : private detail::TrialDriver {
       }
       std::string why;
       const auto worker = t.system_attrs.value("worker", nlohmann::json::object());
-      const auto alive = detail::liveness(worker, detail::this_worker(o.heartbeat_s));
+      const auto alive = detail::liveness(worker, me);
       if (alive == detail::Liveness::Alive) continue;  // a slow beat is not a lost worker
       const double beat = worker.value("heartbeat_s", 0.0);
       const double silent_for = std::max(o.stale_after_s, 3 * beat);

@@ -226,11 +226,7 @@ class SqlStorage : public Storage {
     return run(true, [&]() -> std::optional<FrozenTrial> {
       if (max_trials) {
         lock_study(study);
-        const auto n =
-            q("SELECT COUNT(*) FROM tune_trials WHERE study_id = $1 AND state <> $2 AND "
-              "state <> $3",
-              {study, state(TrialState::Fail), state(TrialState::Waiting)});
-        if (integer(n[0][0]) >= *max_trials) return std::nullopt;
+        if (budget_used(study) >= *max_trials) return std::nullopt;
       }
       int64_t id = -1;
       const auto waiting =
@@ -428,6 +424,20 @@ class SqlStorage : public Storage {
       throw TrialNotRunning("trainkit: trial " + text(rows[0][0]) + " is " + text(rows[0][1]) +
                             ", not running: it can no longer change");
     }
+  }
+
+  // The trials that count against max_trials (detail::counts_against_budget).
+  int64_t budget_used(int64_t study) {
+    std::string states;
+    std::vector<SqlParam> params{study};
+    for (const auto s : trial_states) {
+      if (!tune::detail::counts_against_budget(s)) continue;
+      params.emplace_back(state(s));
+      states += (states.empty() ? "$" : ", $") + std::to_string(params.size());
+    }
+    return integer(
+        q("SELECT COUNT(*) FROM tune_trials WHERE study_id = $1 AND state IN (" + states + ")",
+          params)[0][0]);
   }
 
   // A new trial numbered after the study's last (the study row is locked).

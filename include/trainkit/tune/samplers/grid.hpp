@@ -5,7 +5,6 @@
 // the storage, so no combination runs twice and none is skipped; the study
 // ends when the grid is used up.
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -17,6 +16,7 @@
 #include "trainkit/error.hpp"
 #include "trainkit/tune/detail/rng.hpp"
 #include "trainkit/tune/record.hpp"
+#include "trainkit/tune/space.hpp"
 
 namespace trainkit::tune::sampler {
 
@@ -38,12 +38,9 @@ class Grid {
       trainkit::detail::require_option(!values.empty(), "grid[\"" + name + "\"]", std::string("[]"),
                                        "at least one value");
       for (const auto& v : values) {
-        const bool finite = !v.is_number_float() || std::isfinite(v.get<double>());
-        trainkit::detail::require_option(
-            v.is_primitive() && !v.is_null() && finite, "grid[\"" + name + "\"]",
-            finite ? v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
-                   : std::to_string(v.get<double>()),
-            "strings, finite numbers or booleans");
+        trainkit::detail::require_option(tune::detail::storable(v) && !v.is_null(),
+                                         "grid[\"" + name + "\"]", tune::detail::shown(v),
+                                         "strings in UTF-8, finite numbers or booleans");
       }
     }
   }
