@@ -9,7 +9,11 @@ FLAGS=(-std=gnu++20 -O2 -fopenmp -D_GLIBCXX_USE_CXX11_ABI=1 -isystem /usr/includ
 best() {
   local best=999999 t0 t1
   for _ in 1 2 3; do
-    t0=$(date +%s.%N); "$CXX" "${FLAGS[@]}" "$1"; t1=$(date +%s.%N)
+    t0=$(date +%s.%N)
+    # inside $(...) a failure does not stop the script by itself: say so, or a
+    # missing <torch/torch.h> times two failed compiles as a ratio of 1.0
+    "$CXX" "${FLAGS[@]}" "$1" || { echo "compile_time: $1 did not compile" >&2; exit 1; }
+    t1=$(date +%s.%N)
     best=$(awk -v a="$t0" -v b="$t1" -v m="$best" 'BEGIN { d = b - a; print (d < m) ? d : m }')
   done
   echo "$best"

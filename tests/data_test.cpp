@@ -94,6 +94,19 @@ TEST_CASE("MNIST IDX reader: round trip and errors that name the file") {
   std::filesystem::remove_all(dir);
 }
 
+// 2^31 x 2^31 x 4 wraps around to 0 bytes of data: the header alone used to
+// pass the size check and ATen's allocator threw a c10::Error.
+TEST_CASE("an IDX header whose element count overflows is rejected, naming the file") {
+  const auto dir = std::filesystem::temp_directory_path() / "trainkit_idx_overflow_test";
+  std::filesystem::create_directories(dir);
+  write_idx(dir / "t10k-images-idx3-ubyte", 0x803, {0x80000000u, 0x80000000u, 4}, {});
+  CHECK_THROWS_WITH_AS(data::read_mnist(dir, false),
+                       doctest::Contains("t10k-images-idx3-ubyte: IDX dimensions 2147483648 x "
+                                         "2147483648 x 4 are too large"),
+                       Error);
+  std::filesystem::remove_all(dir);
+}
+
 namespace {
 std::vector<uint8_t> cifar_records(int64_t n, size_t label_bytes, uint8_t classes) {
   std::vector<uint8_t> out;

@@ -110,6 +110,23 @@ TEST_CASE("malformed safetensors files are rejected with the first problem") {
                  "__metadata__[\"k\"] is not a string");
 }
 
+// Found by the fuzz-style mutation run of issue 16: 2^62 elements x 4 bytes
+// wrapped around to 0 bytes, which matched an empty range, and ATen's
+// allocator threw a c10::Error instead of a trainkit::Error naming the tensor.
+TEST_CASE("a safetensors shape whose byte count overflows is rejected, naming the tensor") {
+  expect_invalid(
+      handmade(R"({"a":{"dtype":"F32","shape":[4611686018427387904],"data_offsets":[0,0]}})", ""),
+      "tensor \"a\" is too large (shape [4611686018427387904] of F32)");
+  expect_invalid(
+      handmade(R"({"a":{"dtype":"F64","shape":[2,2305843009213693952],"data_offsets":[0,0]}})", ""),
+      "tensor \"a\" is too large (shape [2, 2305843009213693952] of F64)");
+  // Shapes multiply to zero first: no overflow, an empty tensor.
+  const auto st = io::from_safetensors(
+      handmade(R"({"z":{"dtype":"F32","shape":[0,4611686018427387904],"data_offsets":[0,0]}})", ""),
+      "empty");
+  CHECK(st.tensors.at(0).second.numel() == 0);
+}
+
 TEST_CASE("every truncation and every flipped byte loads cleanly or fails with trainkit::Error") {
   const auto bytes = io::to_safetensors(
       {{"w", torch::arange(12.0f).view({3, 4})}, {"step", torch::tensor(int64_t(42))}},

@@ -19,34 +19,43 @@ namespace trainkit::data {
 
 namespace detail {
 
-/// Records of `label_bytes` label bytes then 3072 pixel bytes; `label_at`
-/// picks which label byte is the target.
-inline TensorDataset read_cifar_files(const std::vector<std::filesystem::path>& files,
-                                      size_t label_bytes, size_t label_at, int64_t classes) {
+/// The records of one file: `label_bytes` label bytes then 3072 pixel bytes
+/// each; `label_at` picks which label byte is the target. `name` names the
+/// file in errors.
+inline TensorDataset parse_cifar_records(const std::string& bytes, size_t label_bytes,
+                                         size_t label_at, int64_t classes,
+                                         const std::string& name) {
   constexpr size_t pixels = 3 * 32 * 32;
   const size_t record = label_bytes + pixels;
+  if (bytes.empty() || bytes.size() % record != 0) {
+    throw Error("trainkit: " + name + ": " + std::to_string(bytes.size()) +
+                " bytes is not a whole number of " + std::to_string(record) +
+                "-byte CIFAR records");
+  }
+  const int64_t n = int64_t(bytes.size() / record);
+  auto x = at::empty({n, 3, 32, 32}, at::kByte);
+  auto y = at::empty({n}, at::kLong);
+  for (int64_t i = 0; i < n; ++i) {
+    const auto* r = reinterpret_cast<const uint8_t*>(bytes.data()) + size_t(i) * record;
+    if (r[label_at] >= classes) {
+      throw Error("trainkit: " + name + ": record " + std::to_string(i) + " has label " +
+                  std::to_string(r[label_at]) + ", expected < " + std::to_string(classes));
+    }
+    y.data_ptr<int64_t>()[i] = int64_t(r[label_at]);
+    std::memcpy(x.data_ptr<uint8_t>() + size_t(i) * pixels, r + label_bytes, pixels);
+  }
+  return {x, y};
+}
+
+/// Every file's records, in order (files as read_bytes finds them).
+inline TensorDataset read_cifar_files(const std::vector<std::filesystem::path>& files,
+                                      size_t label_bytes, size_t label_at, int64_t classes) {
   std::vector<at::Tensor> images, labels;
   for (const auto& file : files) {
-    const auto bytes = read_bytes(file);
-    if (bytes.empty() || bytes.size() % record != 0) {
-      throw Error("trainkit: " + file.string() + ": " + std::to_string(bytes.size()) +
-                  " bytes is not a whole number of " + std::to_string(record) +
-                  "-byte CIFAR records");
-    }
-    const int64_t n = int64_t(bytes.size() / record);
-    auto x = at::empty({n, 3, 32, 32}, at::kByte);
-    auto y = at::empty({n}, at::kLong);
-    for (int64_t i = 0; i < n; ++i) {
-      const auto* r = reinterpret_cast<const uint8_t*>(bytes.data()) + size_t(i) * record;
-      if (r[label_at] >= classes) {
-        throw Error("trainkit: " + file.string() + ": record " + std::to_string(i) + " has label " +
-                    std::to_string(r[label_at]) + ", expected < " + std::to_string(classes));
-      }
-      y.data_ptr<int64_t>()[i] = int64_t(r[label_at]);
-      std::memcpy(x.data_ptr<uint8_t>() + size_t(i) * pixels, r + label_bytes, pixels);
-    }
-    images.push_back(x);
-    labels.push_back(y);
+    auto part =
+        parse_cifar_records(read_bytes(file), label_bytes, label_at, classes, file.string());
+    images.push_back(part.inputs);
+    labels.push_back(part.targets);
   }
   return {at::cat(images), at::cat(labels)};
 }

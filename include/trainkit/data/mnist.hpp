@@ -3,6 +3,7 @@
 // for magic numbers and sizes; errors name the file. Images come out
 // normalised with MNIST's usual mean and std, as [N, 1, 28, 28] float,
 // labels as int64.
+#include <c10/util/safe_numerics.h>
 #include <torch/types.h>
 
 #include <cstdint>
@@ -18,11 +19,10 @@ namespace trainkit::data {
 
 namespace detail {
 
-/// Parses an IDX file of unsigned bytes with `dims` dimensions.
-inline at::Tensor read_idx_u8(const std::filesystem::path& file, uint32_t dims) {
-  const auto bytes = read_bytes(file);
+/// Parses an IDX file of unsigned bytes with `dims` dimensions; `name`
+/// names it in errors.
+inline at::Tensor parse_idx_u8(const std::string& bytes, uint32_t dims, const std::string& name) {
   const auto* b = reinterpret_cast<const uint8_t*>(bytes.data());
-  const auto name = file.string();
   auto be32 = [&](size_t at) {
     if (bytes.size() < at + 4) throw Error("trainkit: " + name + ": truncated IDX header");
     return uint32_t(b[at]) << 24 | uint32_t(b[at + 1]) << 16 | uint32_t(b[at + 2]) << 8 |
@@ -34,20 +34,29 @@ inline at::Tensor read_idx_u8(const std::filesystem::path& file, uint32_t dims) 
                 std::to_string(expected) + ")");
   }
   std::vector<int64_t> shape;
-  size_t total = 1;
-  for (uint32_t d = 0; d < dims; ++d) {
-    shape.push_back(be32(4 + 4 * d));
-    total *= size_t(shape.back());
+  for (uint32_t d = 0; d < dims; ++d) shape.push_back(be32(4 + 4 * d));
+  // Checked like ATen's allocator checks it: 2^31 x 2^31 x 4 must not wrap
+  // around to the 0 bytes of data a bare header has.
+  uint64_t total = 0;
+  if (c10::safe_multiplies_u64(shape.begin(), shape.end(), &total)) {
+    std::string shown;
+    for (const auto d : shape) shown += (shown.empty() ? "" : " x ") + std::to_string(d);
+    throw Error("trainkit: " + name + ": IDX dimensions " + shown + " are too large");
   }
-  const size_t header = 4 + 4 * size_t(dims);
-  if (bytes.size() != header + total) {
+  const size_t header = 4 + 4 * size_t(dims);  // be32 has checked that it is there
+  if (total != bytes.size() - header) {
     throw Error("trainkit: " + name + ": truncated or oversized (expected " +
                 std::to_string(total) + " bytes of data, found " +
                 std::to_string(bytes.size() - header) + ")");
   }
   auto out = at::empty(shape, at::kByte);
-  std::memcpy(out.data_ptr<uint8_t>(), bytes.data() + header, total);
+  if (total > 0) std::memcpy(out.data_ptr<uint8_t>(), bytes.data() + header, total);
   return out;
+}
+
+/// Reads and parses an IDX file (or its .gz, see read_bytes).
+inline at::Tensor read_idx_u8(const std::filesystem::path& file, uint32_t dims) {
+  return parse_idx_u8(read_bytes(file), dims, file.string());
 }
 
 }  // namespace detail

@@ -8,15 +8,18 @@
 // (header within the file, offsets contiguous from 0 and covering the data
 // exactly, each range = numel x dtype size) before any byte is used, and an
 // error names the file and the first problem.
+#include <c10/util/safe_numerics.h>
 #include <torch/nn/module.h>
 #include <torch/types.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <bit>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <string>
 #include <utility>
@@ -142,21 +145,31 @@ inline Safetensors from_safetensors(const std::string& bytes, const std::string&
       if (dtype == dname) type = t, known = true;
     }
     if (!known) bad_file(file, where + " has unknown or unsupported dtype \"" + dtype + "\"");
-    std::vector<int64_t> shape;
-    uint64_t numel = 1;
+    std::vector<uint64_t> dims;
     for (const auto& d : entry["shape"]) {
       if (!d.is_number_unsigned()) bad_file(file, where + " has a shape entry that is not a size");
-      const auto dim = d.get<uint64_t>();
-      if (dim != 0 && numel > (uint64_t(1) << 62) / dim) bad_file(file, where + " is too large");
-      numel *= dim;
-      shape.push_back(int64_t(dim));
+      dims.push_back(d.get<uint64_t>());
     }
+    // The byte count as ATen's allocator computes it, overflow checked: a
+    // product that wraps around could otherwise match a small range.
+    uint64_t numel = 0, expected = 0;
+    const bool overflows = c10::safe_multiplies_u64(dims.begin(), dims.end(), &numel) ||
+                           c10::mul_overflows(numel, uint64_t(at::elementSize(type)), &expected) ||
+                           expected > uint64_t(std::numeric_limits<int64_t>::max()) ||
+                           std::any_of(dims.begin(), dims.end(), [](uint64_t d) {
+                             return d > uint64_t(std::numeric_limits<int64_t>::max());
+                           });
+    if (overflows) {
+      std::string shown;
+      for (const auto d : dims) shown += (shown.empty() ? "" : ", ") + std::to_string(d);
+      bad_file(file, where + " is too large (shape [" + shown + "] of " + dtype + ")");
+    }
+    const std::vector<int64_t> shape(dims.begin(), dims.end());
     const auto& offsets = entry["data_offsets"];
     if (!offsets[0].is_number_unsigned() || !offsets[1].is_number_unsigned()) {
       bad_file(file, where + " has data_offsets that are not sizes");
     }
     const uint64_t begin = offsets[0].get<uint64_t>(), end = offsets[1].get<uint64_t>();
-    const uint64_t expected = numel * at::elementSize(type);
     if (end < begin || end - begin != expected) {
       bad_file(file, where + " has data_offsets [" + std::to_string(begin) + ", " +
                          std::to_string(end) + "] but its dtype and shape need " +
