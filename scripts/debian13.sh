@@ -15,8 +15,9 @@ cd "$(dirname "$0")/.."
 # host's build dependencies (README.md), with Clang (+ its OpenMP runtime) and
 # chromium/git for the browser and FetchContent tests, and trainkit::tune's
 # storage libraries (its PostgreSQL server tests run on the host only), and
-# Optuna 4 (with SciPy for its GPSampler), the anchor of the search benchmarks.
-ROOT_PACKAGES=(g++ clang libomp-dev cmake ninja-build libtorch-dev python3-torch
+# Optuna 4 (with SciPy for its GPSampler), the anchor of the search benchmarks;
+# libclang-rt-19-dev: libFuzzer and the sanitizer runtimes for the fuzz targets.
+ROOT_PACKAGES=(g++ clang libclang-rt-19-dev libomp-dev cmake ninja-build libtorch-dev python3-torch
                python3-dev python3-setuptools
                doctest-dev nlohmann-json3-dev libcli11-dev zlib1g-dev libgloo-dev
                libxml2-dev libpng-dev pkgconf chromium git ca-certificates

@@ -4,7 +4,7 @@
 #   scripts/run.sh test                install what is missing, then the whole suite:
 #                                      Debian 13 (LibTorch 2.6): the fast suite with
 #                                      Clang, release with GCC 14, every CUDA path
-#                                      compiled; Debian 12 (LibTorch 1.13, GCC 12):
+#                                      compiled, the readers fuzzed; Debian 12 (LibTorch 1.13, GCC 12):
 #                                      release and the data tests under TSan
 #   scripts/run.sh test-full           all of `test`, then the suite under ASan + UBSan
 #   scripts/run.sh gpu                 on a CUDA machine: the suite, the demo in fp16 and
@@ -66,6 +66,9 @@ test_debian13() {
   phase "Debian 13 GCC 14: build + suite" \
     eval 'build d13-gcc && ctest --preset d13-gcc -j "$(nproc)"'
   phase "Debian 13 cuda-compile: objects" build cuda-compile
+  # every file reader under libFuzzer + ASan + UBSan, TRAINKIT_FUZZ_SECONDS each
+  phase "Debian 13 fuzz: the file readers" \
+    eval 'build d13-fuzz && ctest --preset d13-fuzz -j "$(nproc)"'
 }
 
 # The LibTorch to build against on a machine without Debian's: a prefix

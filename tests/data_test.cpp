@@ -104,6 +104,12 @@ TEST_CASE("an IDX header whose element count overflows is rejected, naming the f
                        doctest::Contains("t10k-images-idx3-ubyte: IDX dimensions 2147483648 x "
                                          "2147483648 x 4 are too large"),
                        Error);
+  // Found by fuzz.idx: no element at all, but contiguous strides beyond int64,
+  // which ATen refuses ("Stride calculation overflowed").
+  write_idx(dir / "t10k-images-idx3-ubyte", 0x803, {0, 4278190070u, 4294641671u}, {});
+  CHECK_THROWS_WITH_AS(
+      data::read_mnist(dir, false),
+      doctest::Contains("IDX dimensions 0 x 4278190070 x 4294641671 are too large"), Error);
   std::filesystem::remove_all(dir);
 }
 

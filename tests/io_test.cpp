@@ -125,6 +125,11 @@ TEST_CASE("a safetensors shape whose byte count overflows is rejected, naming th
       handmade(R"({"z":{"dtype":"F32","shape":[0,4611686018427387904],"data_offsets":[0,0]}})", ""),
       "empty");
   CHECK(st.tensors.at(0).second.numel() == 0);
+  // Zero elements, but strides beyond int64: ATen refuses the shape.
+  expect_invalid(
+      handmade(R"({"a":{"dtype":"U8","shape":[0,4294967296,4294967296],"data_offsets":[0,0]}})",
+               ""),
+      "tensor \"a\" is too large (shape [0, 4294967296, 4294967296] of U8)");
 }
 
 TEST_CASE("every truncation and every flipped byte loads cleanly or fails with trainkit::Error") {

@@ -3,7 +3,6 @@
 // for magic numbers and sizes; errors name the file. Images come out
 // normalised with MNIST's usual mean and std, as [N, 1, 28, 28] float,
 // labels as int64.
-#include <c10/util/safe_numerics.h>
 #include <torch/types.h>
 
 #include <cstdint>
@@ -13,6 +12,7 @@
 
 #include "trainkit/data/files.hpp"
 #include "trainkit/data/tensor_dataset.hpp"
+#include "trainkit/detail/sizes.hpp"
 #include "trainkit/error.hpp"
 
 namespace trainkit::data {
@@ -33,24 +33,22 @@ inline at::Tensor parse_idx_u8(const std::string& bytes, uint32_t dims, const st
     throw Error("trainkit: " + name + ": bad IDX magic " + std::to_string(magic) + " (expected " +
                 std::to_string(expected) + ")");
   }
-  std::vector<int64_t> shape;
+  std::vector<uint64_t> shape;
   for (uint32_t d = 0; d < dims; ++d) shape.push_back(be32(4 + 4 * d));
-  // Checked like ATen's allocator checks it: 2^31 x 2^31 x 4 must not wrap
-  // around to the 0 bytes of data a bare header has.
-  uint64_t total = 0;
-  if (c10::safe_multiplies_u64(shape.begin(), shape.end(), &total)) {
-    std::string shown;
-    for (const auto d : shape) shown += (shown.empty() ? "" : " x ") + std::to_string(d);
-    throw Error("trainkit: " + name + ": IDX dimensions " + shown + " are too large");
+  // 2^31 x 2^31 x 4 must not wrap around to the 0 bytes of a bare header.
+  const auto total = trainkit::detail::checked_numel(shape);
+  if (!total) {
+    throw Error("trainkit: " + name + ": IDX dimensions " +
+                trainkit::detail::join_sizes(shape, " x ") + " are too large");
   }
   const size_t header = 4 + 4 * size_t(dims);  // be32 has checked that it is there
-  if (total != bytes.size() - header) {
+  if (*total != bytes.size() - header) {
     throw Error("trainkit: " + name + ": truncated or oversized (expected " +
-                std::to_string(total) + " bytes of data, found " +
+                std::to_string(*total) + " bytes of data, found " +
                 std::to_string(bytes.size() - header) + ")");
   }
-  auto out = at::empty(shape, at::kByte);
-  if (total > 0) std::memcpy(out.data_ptr<uint8_t>(), bytes.data() + header, total);
+  auto out = at::empty(std::vector<int64_t>(shape.begin(), shape.end()), at::kByte);
+  if (*total > 0) std::memcpy(out.data_ptr<uint8_t>(), bytes.data() + header, *total);
   return out;
 }
 

@@ -8,12 +8,10 @@
 // (header within the file, offsets contiguous from 0 and covering the data
 // exactly, each range = numel x dtype size) before any byte is used, and an
 // error names the file and the first problem.
-#include <c10/util/safe_numerics.h>
 #include <torch/nn/module.h>
 #include <torch/types.h>
 #include <nlohmann/json.hpp>
 
-#include <algorithm>
 #include <bit>
 #include <cstdint>
 #include <cstring>
@@ -25,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "trainkit/detail/sizes.hpp"
 #include "trainkit/error.hpp"
 #include "trainkit/io/atomic_file.hpp"
 #include "trainkit/io/named_tensors.hpp"
@@ -150,19 +149,13 @@ inline Safetensors from_safetensors(const std::string& bytes, const std::string&
       if (!d.is_number_unsigned()) bad_file(file, where + " has a shape entry that is not a size");
       dims.push_back(d.get<uint64_t>());
     }
-    // The byte count as ATen's allocator computes it, overflow checked: a
-    // product that wraps around could otherwise match a small range.
-    uint64_t numel = 0, expected = 0;
-    const bool overflows = c10::safe_multiplies_u64(dims.begin(), dims.end(), &numel) ||
-                           c10::mul_overflows(numel, uint64_t(at::elementSize(type)), &expected) ||
-                           expected > uint64_t(std::numeric_limits<int64_t>::max()) ||
-                           std::any_of(dims.begin(), dims.end(), [](uint64_t d) {
-                             return d > uint64_t(std::numeric_limits<int64_t>::max());
-                           });
-    if (overflows) {
-      std::string shown;
-      for (const auto d : dims) shown += (shown.empty() ? "" : ", ") + std::to_string(d);
-      bad_file(file, where + " is too large (shape [" + shown + "] of " + dtype + ")");
+    // Overflow checked: a byte count that wraps around could match a small range.
+    const auto numel = trainkit::detail::checked_numel(dims);
+    uint64_t expected = 0;
+    if (!numel || __builtin_mul_overflow(*numel, uint64_t(at::elementSize(type)), &expected) ||
+        expected > uint64_t(std::numeric_limits<int64_t>::max())) {
+      bad_file(file, where + " is too large (shape [" + trainkit::detail::join_sizes(dims) +
+                         "] of " + dtype + ")");
     }
     const std::vector<int64_t> shape(dims.begin(), dims.end());
     const auto& offsets = entry["data_offsets"];

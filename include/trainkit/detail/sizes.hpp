@@ -1,0 +1,38 @@
+#pragma once
+// Tensor sizes read from a file, checked the way ATen checks them before it
+// allocates: a shape a reader accepts must never reach a c10::Error (or
+// wrap around to a small byte count) in at::empty.
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace trainkit::detail {
+
+/// The number of elements of `dims`, or nothing when ATen would refuse the
+/// shape: a size beyond int64, or contiguous strides that overflow int64 (ATen
+/// multiplies the sizes with zeros counted as ones, so [0, 2^32, 2^32] is
+/// refused too).
+inline std::optional<uint64_t> checked_numel(const std::vector<uint64_t>& dims) {
+  constexpr uint64_t max = uint64_t(std::numeric_limits<int64_t>::max());
+  uint64_t strides = 1, numel = 1;
+  for (const auto d : dims) {
+    if (d > max || __builtin_mul_overflow(strides, std::max<uint64_t>(d, 1), &strides) ||
+        strides > max) {
+      return std::nullopt;
+    }
+    numel *= d;  // <= strides: cannot overflow
+  }
+  return numel;
+}
+
+/// "a, b, c" (or with another separator) for error messages.
+inline std::string join_sizes(const std::vector<uint64_t>& dims, const char* separator = ", ") {
+  std::string out;
+  for (const auto d : dims) out += (out.empty() ? "" : separator) + std::to_string(d);
+  return out;
+}
+
+}  // namespace trainkit::detail

@@ -1,0 +1,19 @@
+// libFuzzer target: a gzipped data file, read from disk as the dataset
+// readers read it (zlib through data::detail::read_bytes), then parsed as a
+// one-dimensional IDX file, MNIST's labels.
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <trainkit/data/mnist.hpp>
+
+#include "fuzz.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  static const auto file = std::filesystem::temp_directory_path() /
+                           ("trainkit-fuzz-" + std::to_string(getpid()) + "-labels-idx1-ubyte.gz");
+  std::ofstream(file, std::ios::binary | std::ios::trunc)
+      .write(reinterpret_cast<const char*>(data), std::streamsize(size));
+  return trainkit::fuzz::run(data, size,
+                             [](std::string) { trainkit::data::detail::read_idx_u8(file, 1); });
+}
