@@ -125,6 +125,10 @@ TEST_CASE("a safetensors shape whose byte count overflows is rejected, naming th
       handmade(R"({"z":{"dtype":"F32","shape":[0,4611686018427387904],"data_offsets":[0,0]}})", ""),
       "empty");
   CHECK(st.tensors.at(0).second.numel() == 0);
+  // Found by a review: reading a bool that is neither 0 nor 1 is undefined.
+  expect_invalid(handmade(R"({"b":{"dtype":"BOOL","shape":[2],"data_offsets":[0,2]}})",
+                          std::string("\x01\x02", 2)),
+                 "tensor \"b\" is BOOL but holds bytes other than 0 and 1");
   // Zero elements, but strides beyond int64: ATen refuses the shape.
   expect_invalid(
       handmade(R"({"a":{"dtype":"U8","shape":[0,4294967296,4294967296],"data_offsets":[0,0]}})",
@@ -272,6 +276,21 @@ TEST_CASE("kill test: SIGKILL at any point, resume from disk, finish bitwise equ
     }
   }
   std::filesystem::remove_all(dir);
+}
+
+// Found by a review: an unsigned value beyond int64 read back as -1.
+TEST_CASE("a checkpoint value beyond a 64-bit integer is an error, not a wrapped number") {
+  io::Checkpoint ckpt;
+  ckpt.parts["trainer"].values = {{"step", INT64_MAX}};
+  auto bytes = io::to_checkpoint_bytes(ckpt);
+  const auto at = bytes.find("9223372036854775807");
+  REQUIRE(at != std::string::npos);
+  bytes.replace(at, 19, "9223372036854775808");  // same length: the header stays valid
+  io::detail::seal(bytes);
+  CHECK_THROWS_WITH_AS(io::from_checkpoint_bytes(bytes, "big.ckpt"),
+                       doctest::Contains("big.ckpt: unreadable state values (value \"step\" is "
+                                         "9223372036854775808, beyond a 64-bit integer)"),
+                       Error);
 }
 
 TEST_CASE("checkpoint values keep their kinds, in the file as JSON; a wrong kind is an error") {

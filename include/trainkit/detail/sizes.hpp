@@ -11,10 +11,12 @@
 
 namespace trainkit::detail {
 
-/// The number of elements of `dims`, or nothing when ATen would refuse the
-/// shape: a size beyond int64, or contiguous strides that overflow int64 (ATen
-/// multiplies the sizes with zeros counted as ones, so [0, 2^32, 2^32] is
-/// refused too).
+/// The number of elements of `dims`, or nothing when ATen could refuse the
+/// shape: a size beyond int64, or the sizes' product with zeros counted as
+/// ones beyond int64. That is at least what at::empty refuses (strides
+/// beyond int64: [0, 2^32, 2^32]; an element count that overflows), and a
+/// little more: ATen leaves the first size out of the strides, so it takes
+/// a few empty shapes with absurd sizes that no real file holds.
 inline std::optional<uint64_t> checked_numel(const std::vector<uint64_t>& dims) {
   constexpr uint64_t max = uint64_t(std::numeric_limits<int64_t>::max());
   uint64_t strides = 1, numel = 1;

@@ -10,10 +10,12 @@
 #include <zlib.h>
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <string>
 
@@ -30,6 +32,23 @@ inline constexpr int kCheckpointVersion = 1;
 
 inline uint32_t crc_of(const std::string& bytes) {
   return uint32_t(::crc32(0L, reinterpret_cast<const Bytef*>(bytes.data()), uInt(bytes.size())));
+}
+/// Writes the CRC of checkpoint `bytes` into its trainkit.crc32 field, found
+/// where the reader looks for it (the writer's last step; tests and the fuzz
+/// target use it to reach the parsers behind the checksum). Bytes without
+/// the field are left as they are.
+inline void seal(std::string& bytes) {
+  uint64_t n = 0;
+  if (bytes.size() < 8) return;
+  std::memcpy(&n, bytes.data(), 8);
+  const auto key = bytes.find(kCrcKey, 8);
+  if (n > bytes.size() - 8 || key == std::string::npos || key >= 8 + n) return;
+  const auto at = key + std::strlen(kCrcKey);
+  if (at + 8 > 8 + n) return;
+  bytes.replace(at, 8, "00000000");
+  char hex[9];
+  std::snprintf(hex, sizeof hex, "%08x", crc_of(bytes));
+  bytes.replace(at, 8, hex);
 }
 [[noreturn]] inline void bad_checkpoint(const std::string& file, const std::string& what) {
   throw Error("trainkit: " + file + ": " + what);
@@ -53,6 +72,8 @@ inline nlohmann::json to_json(const StateValue& v) {
 }
 inline StateValue from_json(const std::string& key, const nlohmann::json& j) {
   if (j.is_boolean()) return j.get<bool>();
+  if (j.is_number_unsigned() && j.get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max()))
+    throw Error("value \"" + key + "\" is " + j.dump() + ", beyond a 64-bit integer");
   if (j.is_number_integer()) return j.get<int64_t>();
   if (j.is_number_float()) return j.get<double>();
   if (j.is_string()) return j.get<std::string>();
@@ -73,10 +94,7 @@ inline std::string to_checkpoint_bytes(const Checkpoint& ckpt) {
                                {"trainkit.checkpoint", std::to_string(detail::kCheckpointVersion)},
                                {"trainkit.crc32", "00000000"},
                                {"trainkit.values", values.dump()}});
-  const auto at = bytes.find(detail::kCrcKey) + std::strlen(detail::kCrcKey);
-  char hex[9];
-  std::snprintf(hex, sizeof hex, "%08x", detail::crc_of(bytes));
-  bytes.replace(at, 8, hex);
+  detail::seal(bytes);
   return bytes;
 }
 

@@ -12,6 +12,7 @@
 #include <torch/types.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <bit>
 #include <cstdint>
 #include <cstring>
@@ -175,6 +176,11 @@ inline Safetensors from_safetensors(const std::string& bytes, const std::string&
     ranges.push_back({begin, end, name, out.tensors.size()});
     auto t = at::empty(shape, at::TensorOptions().dtype(type));
     if (expected > 0) std::memcpy(t.data_ptr(), data + begin, expected);
+    if (type == at::kBool) {  // a bool other than 0 or 1 is undefined behaviour to read
+      const auto* b = reinterpret_cast<const uint8_t*>(data + begin);
+      if (std::any_of(b, b + expected, [](uint8_t x) { return x > 1; }))
+        bad_file(file, where + " is BOOL but holds bytes other than 0 and 1");
+    }
     out.tensors.emplace_back(name, std::move(t));
   }
   std::stable_sort(ranges.begin(), ranges.end(), [](const Range& a, const Range& b) {
