@@ -2,6 +2,8 @@
 // Tensor sizes read from a file, checked the way ATen checks them before it
 // allocates: a shape a reader accepts must never reach a c10::Error (or
 // wrap around to a small byte count) in at::empty.
+#include <c10/util/safe_numerics.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <limits>
@@ -21,7 +23,7 @@ inline std::optional<uint64_t> checked_numel(const std::vector<uint64_t>& dims) 
   constexpr uint64_t max = uint64_t(std::numeric_limits<int64_t>::max());
   uint64_t strides = 1, numel = 1;
   for (const auto d : dims) {
-    if (d > max || __builtin_mul_overflow(strides, std::max<uint64_t>(d, 1), &strides) ||
+    if (d > max || c10::mul_overflows(strides, std::max<uint64_t>(d, 1), &strides) ||
         strides > max) {
       return std::nullopt;
     }

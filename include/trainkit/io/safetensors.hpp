@@ -153,7 +153,7 @@ inline Safetensors from_safetensors(const std::string& bytes, const std::string&
     // Overflow checked: a byte count that wraps around could match a small range.
     const auto numel = trainkit::detail::checked_numel(dims);
     uint64_t expected = 0;
-    if (!numel || __builtin_mul_overflow(*numel, uint64_t(at::elementSize(type)), &expected) ||
+    if (!numel || c10::mul_overflows(*numel, uint64_t(at::elementSize(type)), &expected) ||
         expected > uint64_t(std::numeric_limits<int64_t>::max())) {
       bad_file(file, where + " is too large (shape [" + trainkit::detail::join_sizes(dims) +
                          "] of " + dtype + ")");
