@@ -293,7 +293,7 @@ TEST_CASE("a checkpoint value beyond a 64-bit integer is an error, not a wrapped
                        Error);
 }
 
-TEST_CASE("checkpoint values keep their kinds, in the file as JSON; a wrong kind is an error") {
+TEST_CASE("checkpoint values keep their kinds, in the file as JSON - a wrong kind is an error") {
   io::Checkpoint ckpt;
   ckpt.parts["p"].values = {
       {"flag", true}, {"count", int64_t(1) << 40}, {"small", 3},

@@ -243,7 +243,8 @@ TEST_CASE("NanGuard skips a non-finite step or stops naming it") {
                        "trainkit: NanGuard: non-finite loss (nan) at step 2", Error);
 }
 
-TEST_CASE("SIGINT finishes the step, writes a checkpoint and returns; resuming continues exactly") {
+TEST_CASE(
+    "SIGINT finishes the step, writes a checkpoint and returns - resuming continues exactly") {
   const auto dir = tk_test::temp_dir("trainkit_signal");
   auto reference = make_trainer();
   auto l0 = make_loader();

@@ -43,7 +43,7 @@ TEST_CASE("a study runs n_trials, numbers them densely and finds the best") {
   CHECK(*study.best_trial().value == best);
 }
 
-TEST_CASE("failures are recorded with their reason; the exception goes on unless caught") {
+TEST_CASE("failures are recorded with their reason - the exception goes on unless caught") {
   auto study = make_study();
   CHECK_THROWS_WITH(study.optimize([](Trial&) -> double { throw std::runtime_error("boom"); },
                                    {.n_trials = 3, .log = nullptr}),
@@ -59,14 +59,14 @@ TEST_CASE("failures are recorded with their reason; the exception goes on unless
   CHECK(trials[0].system_attrs.at("fail_reason") == "boom");
   CHECK(trials[1].system_attrs.at("fail_reason") == "odd");
   CHECK(trials[2].state == TrialState::Fail);  // NaN
-  CHECK(trials[2].system_attrs.at("fail_reason").get<std::string>().find("returned nan") !=
+  CHECK(trials[2].system_attrs.at("fail_reason").get<std::string>().find("returned NaN") !=
         std::string::npos);
   CHECK(trials[3].state == TrialState::Fail);
   CHECK(trials[4].state == TrialState::Complete);
   CHECK(*trials[4].value == 1.0);
 }
 
-TEST_CASE("max_trials is a study-wide budget; enqueued trials run first with their values") {
+TEST_CASE("max_trials is a study-wide budget - enqueued trials run first with their values") {
   auto study = make_study();
   study.enqueue({{"x", 0.25}});
   study.optimize([](Trial& t) { return t.suggest_float("x", 0, 1); },
@@ -165,7 +165,7 @@ TEST_CASE("max_trials bounds a grid and enqueued trials too") {
   CHECK(trials[5].state == TrialState::Waiting);
 }
 
-TEST_CASE("an infinite value is a value (as Optuna has it); NaN fails the trial") {
+TEST_CASE("an infinite value is a value (as Optuna has it) - NaN fails the trial") {
   auto study = make_study();
   const double inf = std::numeric_limits<double>::infinity();
   study.enqueue({{"k", 0}});

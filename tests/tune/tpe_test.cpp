@@ -221,7 +221,7 @@ std::vector<std::map<std::string, double>> params_of(const std::vector<FrozenTri
 
 }  // namespace
 
-TEST_CASE("a seeded TPE study replays exactly; another seed differs") {
+TEST_CASE("a seeded TPE study replays exactly - another seed differs") {
   for (const bool multivariate : {false, true}) {
     CAPTURE(multivariate);
     const auto a = run_mixed({.seed = 11, .multivariate = multivariate});
