@@ -11,6 +11,9 @@
 #include <trainkit/data/mnist.hpp>
 #include <trainkit/io/checkpoint.hpp>
 #include <trainkit/io/safetensors.hpp>
+#ifdef TRAINKIT_FUZZ_STUDY
+#include "study_db.hpp"
+#endif
 
 namespace fs = std::filesystem;
 using namespace trainkit;
@@ -84,5 +87,13 @@ int main(int argc, char** argv) {
   put(dir / "cifar", 0, std::string(1, '\0') + cifar(1, 2));
   put(dir / "cifar", 1, std::string(1, '\1') + cifar(2, 1));
   put_gzip(dir / "gzip", 0, idx(1, {7}));
+
+#ifdef TRAINKIT_FUZZ_STUDY
+  const auto db = dir / "study.db";
+  fs::remove(db);
+  std::string lines;
+  for (const auto& value : fuzz::write_study_template(db).values) lines += value + "\n";
+  put(dir / "study", 0, lines);
+#endif
   return 0;
 }

@@ -378,6 +378,59 @@ TEST_CASE("storage sqlite: errors name the file and the schema is versioned") {
   CHECK(error_of([&] { SqliteStorage s(file); }).find("schema version 99") != std::string::npos);
 }
 
+// Found by the fuzz target `study` (docs/fuzzing.md): cells a study's own
+// writes never hold are a trainkit::Error naming the cell, not a JSON
+// library's exception, an out-of-range index or a cast of 1e300 to int64.
+TEST_CASE("storage sqlite: a study database with hostile cells reads as a trainkit::Error") {
+  tune_test::TempDir dir;
+  const auto file = dir.path / "study.db";
+  int64_t study = 0;
+  {
+    SqliteStorage s(file);
+    study = s.create_study("s", Direction::Minimize, false);
+    const auto t = *s.start_trial(study, me, std::nullopt, false);
+    s.set_param(t.id, "c", {CategoricalDistribution{{"a", "b"}}, 1});
+    s.set_user_attr(t.id, "note", "x");
+    s.finish_trial(t.id, {TrialState::Complete, 1.0});
+  }
+  const auto read_with = [&](const std::string& update) {
+    sqlite3* db = nullptr;
+    REQUIRE(sqlite3_open(file.c_str(), &db) == SQLITE_OK);
+    REQUIRE(sqlite3_exec(db, "SAVEPOINT hostile", nullptr, nullptr, nullptr) == SQLITE_OK);
+    REQUIRE(sqlite3_exec(db, update.c_str(), nullptr, nullptr, nullptr) == SQLITE_OK);
+    REQUIRE(sqlite3_exec(db, "RELEASE hostile", nullptr, nullptr, nullptr) == SQLITE_OK);
+    const auto error = error_of([&] { SqliteStorage(file).trials(study); });
+    const std::string restore =
+        "UPDATE tune_trial_params SET distribution = '{\"choices\":[\"a\",\"b\"],"
+        "\"type\":\"categorical\"}', internal = '1'; UPDATE tune_trial_attrs SET value = "
+        "'\"x\"' WHERE key = 'note'";
+    REQUIRE(sqlite3_exec(db, restore.c_str(), nullptr, nullptr, nullptr) == SQLITE_OK);
+    sqlite3_close(db);
+    return error;
+  };
+  CHECK(read_with("UPDATE tune_trials SET state = state") == "(no error)");
+  const auto check = [&](const std::string& update, const std::string& expected) {
+    const auto error = read_with(update);
+    CHECK_MESSAGE(error.find(expected) != std::string::npos, (update + " -> " + error));
+  };
+  check("UPDATE tune_trial_params SET distribution = '{\"type\":'",
+        "the study database's parameter \"c\"'s distribution is not JSON");
+  check("UPDATE tune_trial_attrs SET value = '\"Infinity\xff' WHERE key = 'note'",
+        "the study database's attribute \"note\" is not JSON");
+  check("UPDATE tune_trial_params SET internal = '7'",
+        "parameter \"c\" holds 7, which its distribution "
+        "{\"choices\":[\"a\",\"b\"],\"type\":\"categorical\"} cannot take");
+  check(
+      "UPDATE tune_trial_params SET distribution = "
+      "'{\"type\":\"int\",\"low\":1e300,\"high\":2}'",
+      "has \"low\" 1e+300, not an int64");
+  check(
+      "UPDATE tune_trial_params SET distribution = "
+      "'{\"type\":\"float\",\"low\":2,\"high\":1}', internal = '1.5'",
+      "parameter \"c\" has a bad distribution");
+  check("UPDATE tune_trial_params SET distribution = '[1]'", "stored distribution [1] is not one");
+}
+
 TEST_CASE("storage sqlite: a failed call writes nothing") {
   tune_test::TempDir dir;
   SqliteStorage s(dir.path / "study.db");

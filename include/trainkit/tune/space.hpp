@@ -222,23 +222,58 @@ inline nlohmann::json to_json(const Distribution& dist) {
   return {{"type", "categorical"}, {"choices", std::get<CategoricalDistribution>(dist).choices}};
 }
 
+/// A distribution as `to_json` writes it. The JSON may come from a study
+/// database another program wrote: anything else is a trainkit::Error
+/// naming what is wrong, never a JSON library's exception or a cast of a
+/// number no int64 holds.
 inline Distribution distribution_from_json(const nlohmann::json& j) {
+  const auto bad = [&](const std::string& why) {
+    return Error("trainkit: stored distribution " + detail::shown(j) + " " + why);
+  };
+  const auto field = [&](const char* key) -> const nlohmann::json* {
+    const auto it = j.find(key);
+    return it == j.end() ? nullptr : &*it;
+  };
+  const auto number = [&](const char* key) {
+    const auto* v = field(key);
+    if (!v || !v->is_number()) throw bad(std::string("has no number \"") + key + "\"");
+    return v->get<double>();
+  };
+  const auto integer = [&](const char* key, std::optional<int64_t> absent) {
+    const auto* v = field(key);
+    if (!v && absent) return *absent;
+    if (v && v->is_number_integer() &&
+        (!v->is_number_unsigned() ||
+         v->get<uint64_t>() <= uint64_t(std::numeric_limits<int64_t>::max()))) {
+      return v->get<int64_t>();
+    }
+    throw bad(std::string("has \"") + key + "\" " + (v ? detail::shown(*v) : "nothing") +
+              ", not an int64");
+  };
+  const auto flag = [&](const char* key) {
+    const auto* v = field(key);
+    if (v && !v->is_boolean()) throw bad(std::string("has a \"") + key + "\" that is not a bool");
+    return v && v->get<bool>();
+  };
+  if (!j.is_object() || !field("type") || !field("type")->is_string()) {
+    throw bad("is not one: accepted: an object whose \"type\" is float, int or categorical");
+  }
   const auto type = j.at("type").get<std::string>();
   if (type == "float") {
-    FloatDistribution f{j.at("low").get<double>(), j.at("high").get<double>(),
-                        j.value("log", false), std::nullopt};
-    if (j.contains("step")) f.step = j.at("step").get<double>();
+    FloatDistribution f{number("low"), number("high"), flag("log"), std::nullopt};
+    if (field("step")) f.step = number("step");
     return f;
   }
   if (type == "int") {
-    return IntDistribution{j.at("low").get<int64_t>(), j.at("high").get<int64_t>(),
-                           j.value("step", int64_t{1}), j.value("log", false)};
+    return IntDistribution{integer("low", std::nullopt), integer("high", std::nullopt),
+                           integer("step", 1), flag("log")};
   }
   if (type == "categorical") {
-    return CategoricalDistribution{j.at("choices").get<std::vector<nlohmann::json>>()};
+    const auto* choices = field("choices");
+    if (!choices || !choices->is_array()) throw bad("has no array \"choices\"");
+    return CategoricalDistribution{choices->get<std::vector<nlohmann::json>>()};
   }
-  throw Error("trainkit: stored distribution of unknown type \"" + type +
-              "\"; accepted: float, int, categorical");
+  throw bad("is of unknown type \"" + type + "\"; accepted: float, int, categorical");
 }
 
 /// A parameter of a trial: where it was drawn from, and the draw.

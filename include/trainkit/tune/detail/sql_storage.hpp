@@ -174,7 +174,45 @@ inline std::string attr_text(const nlohmann::json& v) {
   return encode(encode, v).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-inline nlohmann::json attr_from_text(const std::string& text) {
+/// JSON a study database holds: its own text parsed, or a trainkit::Error
+/// that names `what` (a cell another program may have written).
+inline nlohmann::json stored_json(const std::string& text, const std::string& what) {
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error("trainkit: the study database's " + what + " is not JSON: " + e.what());
+  }
+}
+
+/// A trial's parameter as stored: a distribution the study could have
+/// suggested from and a value it can give back (a storage keeps a float as
+/// it was given, in range or not, so only what `Param::value()` could not
+/// convert is refused), else a trainkit::Error.
+inline Param stored_param(const std::string& name, const std::string& distribution,
+                          const std::string& internal) {
+  const std::string where = "the study database's parameter \"" + name + "\"";
+  Param p{distribution_from_json(stored_json(distribution, where + "'s distribution")),
+          parse_double(internal)};
+  try {
+    validate(name, p.distribution);
+  } catch (const Error& e) {
+    throw Error("trainkit: " + where + " has a bad distribution: " + e.what());
+  }
+  const auto convertible = [&] {
+    if (std::holds_alternative<FloatDistribution>(p.distribution)) return true;
+    if (std::holds_alternative<IntDistribution>(p.distribution)) {
+      return p.internal == std::round(p.internal) && std::abs(p.internal) <= 0x1p53;
+    }
+    return contains(p.distribution, p.internal);  // an index of a choice
+  };
+  if (!convertible()) {
+    throw Error("trainkit: " + where + " holds " + internal + ", which its distribution " +
+                distribution + " cannot take");
+  }
+  return p;
+}
+
+inline nlohmann::json attr_from_text(const std::string& text, const std::string& key) {
   const auto decode = [](const auto& self, nlohmann::json& x) -> void {
     if (x.is_object() && x.size() == 1 && x.contains("$double") && x["$double"].is_string()) {
       x = parse_double(x["$double"].get<std::string>());
@@ -182,7 +220,7 @@ inline nlohmann::json attr_from_text(const std::string& text) {
       for (auto& [key, item] : x.items()) self(self, item);
     }
   };
-  auto v = nlohmann::json::parse(text);
+  auto v = stored_json(text, "attribute \"" + key + "\"");
   decode(decode, v);
   return v;
 }
@@ -494,8 +532,7 @@ class SqlStorage : public Storage {
          q("SELECT x.trial_id, x.name, x.distribution, x.internal FROM tune_trial_params x" + where,
            {key})) {
       out[index.at(integer(r[0]))].params[text(r[1])] =
-          Param{tune::distribution_from_json(nlohmann::json::parse(text(r[2]))),
-                parse_double(text(r[3]))};
+          stored_param(text(r[1]), text(r[2]), text(r[3]));
     }
     for (const auto& r :
          q("SELECT x.trial_id, x.step, x.value FROM tune_trial_values x" + where, {key})) {
@@ -505,7 +542,7 @@ class SqlStorage : public Storage {
          q("SELECT x.trial_id, x.kind, x.key, x.value FROM tune_trial_attrs x" + where, {key})) {
       auto& t = out[index.at(integer(r[0]))];
       (text(r[1]) == "user" ? t.user_attrs : t.system_attrs)[text(r[2])] =
-          attr_from_text(text(r[3]));
+          attr_from_text(text(r[3]), text(r[2]));
     }
     return out;
   }
