@@ -28,7 +28,7 @@ int main(int argc, char** argv) {
   CLI::App app{"trainkit demo: a small CNN on procedurally generated glyphs"};
   int64_t epochs = 6, train_size = 12000, val_size = 2000, batch_size = 64, workers = 1;
   int threads = 0;
-  double max_lr = 3e-3;
+  double max_lr = 3e-3, label_smoothing = 0.0;
   double peak_flops = 0;
   std::string mnist_dir, runs_dir = "runs/demo", csv, model_name = "cnn", profile;
   std::string precision_name = "fp32";
@@ -37,6 +37,9 @@ int main(int argc, char** argv) {
   app.add_option("--val-size", val_size, "glyphs to validate on")->check(CLI::PositiveNumber);
   app.add_option("--batch-size", batch_size, "samples per step")->check(CLI::PositiveNumber);
   app.add_option("--max-lr", max_lr, "OneCycle peak learning rate")->check(CLI::PositiveNumber);
+  app.add_option("--label-smoothing", label_smoothing,
+                 "cross-entropy label smoothing, as PyTorch's (0: none)")
+      ->check(CLI::Range(0.0, 1.0));
   app.add_option("--threads", threads, "intra-op threads (0: LibTorch's default)");
   app.add_option("--workers", workers, "data loader threads building batches ahead")
       ->check(CLI::NonNegativeNumber);
@@ -116,7 +119,7 @@ int main(int argc, char** argv) {
           model, train.inputs.slice(0, 0, 1).to(trainer.device()));
       auto fit = [&](auto... extra) {
         return trainer.fit(
-            task::Classification{}, train_batches,
+            task::Classification{.label_smoothing = label_smoothing}, train_batches,
             {.epochs = epochs, .val_data = val_batches, .log_every = 10},
             // Throughput and LrMonitor publish what the loggers after them write.
             callbacks::Throughput({.flops_per_sample = flops, .peak_flops = peak_flops}),

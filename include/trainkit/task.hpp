@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "trainkit/data/batch.hpp"
+#include "trainkit/error.hpp"
 
 namespace trainkit {
 
@@ -59,9 +60,18 @@ namespace task {
 
 /// Cross-entropy on logits; accuracy when evaluating.
 struct Classification {
+  /// PyTorch's `label_smoothing`: the target is (1 - s) on the class and s
+  /// spread evenly over all classes; the loss of validation too.
+  double label_smoothing = 0.0;
+
   StepOutput step(ModelRef& model, const data::Batch& batch) const {
+    detail::require_option(label_smoothing >= 0.0 && label_smoothing <= 1.0, "task.label_smoothing",
+                           label_smoothing, "a number in [0, 1]");
     const auto logits = model(batch.input);
-    StepOutput out{torch::nn::functional::cross_entropy(logits, batch.target), batch.size()};
+    namespace F = torch::nn::functional;
+    StepOutput out{F::cross_entropy(logits, batch.target,
+                                    F::CrossEntropyFuncOptions().label_smoothing(label_smoothing)),
+                   batch.size()};
     if (!at::GradMode::is_enabled()) {
       out.metrics.emplace_back("accuracy", logits.argmax(1).eq(batch.target).to(at::kFloat).mean());
     }
