@@ -1,8 +1,10 @@
 // optim::AdamW (flat, fused) vs torch::optim::AdamW: step time on 200 small
 // tensors, closeness after 10 steps, and on 4 x 4M elements the step time
 // against the machine's memory-bandwidth bound, measured here with an
-// in-place add on every core.
+// in-place add on every core; and callbacks::Ema's update against the
+// AdamW step on the same parameters.
 #include <torch/torch.h>
+#include <trainkit/callbacks/ema.hpp>
 #include <trainkit/optim.hpp>
 
 #include <algorithm>
@@ -106,10 +108,37 @@ void large_tensors() {
   bench::report("adamw_4_large", buf);
 }
 
+// callbacks::Ema's update (a lerp per flat buffer) against the AdamW step on
+// the same parameters: one update every step, and every 4th step.
+void ema_vs_adamw(const char* name, int64_t tensors, int64_t numel, int iters) {
+  torch::nn::Module model;
+  torch::manual_seed(0);
+  for (int64_t i = 0; i < tensors; ++i)
+    model.register_parameter("p" + std::to_string(i), torch::randn({numel}));
+  FlatParams flat(model);
+  for (auto& g : flat.groups()) g.grad.normal_();
+  optim::AdamW adamw(flat, {.lr = 1e-3, .weight_decay = 0.01});
+  TrainState state(model);
+  callbacks::Ema ema({.decay = 0.999});
+  ema.on_fit_begin(state);
+  state.step = 1000;  // past the first update, which copies
+  const double t_adamw = bench::seconds_per_call([&] { adamw.step(); }, iters);
+  const double t_ema = bench::seconds_per_call([&] { ema.on_step_end(state); }, iters);
+  char buf[256];
+  std::snprintf(buf, sizeof buf,
+                "\"tensors\": %lld, \"numel\": %lld, \"lerp_ops\": %lld, \"adamw_ms\": %.3f, "
+                "\"ema_ms\": %.3f, \"ema_vs_adamw\": %.3f, \"ema_every_4_vs_adamw\": %.3f",
+                (long long)tensors, (long long)numel, (long long)ema.fused_updates(), t_adamw * 1e3,
+                t_ema * 1e3, t_ema / t_adamw, t_ema / 4 / t_adamw);
+  bench::report(name, buf);
+}
+
 }  // namespace
 
 int main() {
   std::printf("# threads: %d\n", at::get_num_threads());
   small_tensors();
   large_tensors();
+  ema_vs_adamw("ema_200_small", 200, 1000, 200);
+  ema_vs_adamw("ema_4_large", 4, 4 * 1024 * 1024, 10);
 }

@@ -289,14 +289,15 @@ struct Mix : T, Probe {};
 /// The one list: the concepts below, Trainer's checks, the callback tests and
 /// docs/callbacks.md's check are generated from it. A new hook is one entry
 /// here plus its dispatch site in the trainer.
-#define TRAINKIT_FOR_EACH_HOOK(X)       \
-  X(on_fit_begin, OnFitBegin)           \
-  X(on_epoch_begin, OnEpochBegin)       \
-  X(on_before_step, OnBeforeStep)       \
-  X(on_step_end, OnStepEnd)             \
-  X(on_validation_end, OnValidationEnd) \
-  X(on_epoch_end, OnEpochEnd)           \
-  X(on_fit_end, OnFitEnd)               \
+#define TRAINKIT_FOR_EACH_HOOK(X)           \
+  X(on_fit_begin, OnFitBegin)               \
+  X(on_epoch_begin, OnEpochBegin)           \
+  X(on_before_step, OnBeforeStep)           \
+  X(on_step_end, OnStepEnd)                 \
+  X(on_validation_begin, OnValidationBegin) \
+  X(on_validation_end, OnValidationEnd)     \
+  X(on_epoch_end, OnEpochEnd)               \
+  X(on_fit_end, OnFitEnd)                   \
   X(on_exception, OnException)
 
 #define TRAINKIT_DEFINE_HOOK(name, Tag)                                           \

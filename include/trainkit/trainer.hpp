@@ -216,6 +216,7 @@ class Trainer {
         if (const auto loss = coordinator().global_mean(epoch_loss_.sum(), epoch_loss_.count()))
           state.metrics["train_loss"] = *loss;
         if (options.val_data) {
+          hooks.template dispatch<OnValidationBegin>(state);
           for (const auto& [name, value] : evaluate(task, options.val_data)) {
             state.metrics["val_" + name] = value;
           }

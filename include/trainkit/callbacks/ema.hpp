@@ -1,0 +1,223 @@
+#pragma once
+// callbacks::Ema: an exponential moving average of the model's weights,
+// updated after every optimizer step as timm's ModelEmaV3 updates it:
+//   ema = lerp(ema, weight, 1 - decay_t)
+// over the parameters and the floating-point buffers (other buffers, such as
+// BatchNorm's batch count, are copied). Parameters that are views of one
+// flat buffer (a Trainer's) are averaged in one fused op per buffer. The
+// average is saved in checkpoints, and validation can run on it.
+#include <torch/nn/module.h>
+#include <torch/types.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "trainkit/error.hpp"
+#include "trainkit/state.hpp"
+#include "trainkit/state_dict.hpp"
+
+namespace trainkit::callbacks {
+
+class Ema {
+ public:
+  struct Options {
+    double decay = 0.9999;  ///< the decay once warmed up (timm's `decay`)
+    /// timm's warm-up: decay_t = 1 - (1 + t / warmup_gamma)^-warmup_power,
+    /// clamped to [min_decay, decay], t counting from update_after_step.
+    bool warmup = false;
+    double warmup_gamma = 1.0;
+    double warmup_power = 2.0 / 3.0;
+    double min_decay = 0.0;
+    int64_t update_after_step = 0;  ///< until then the average is a copy of the weights
+    int64_t every = 1;              ///< update after every N-th optimizer step
+    bool validate = false;          ///< validation (`val_*` metrics) runs on the average
+  };
+  Ema() : Ema(Options{}) {}
+  explicit Ema(const Options& o) : options_(o) {
+    using detail::require_option;
+    require_option(o.decay >= 0 && o.decay <= 1, "Ema.decay", o.decay, "a number in [0, 1]");
+    require_option(o.min_decay >= 0 && o.min_decay <= o.decay, "Ema.min_decay", o.min_decay,
+                   "a number in [0, decay]");
+    require_option(o.warmup_gamma > 0, "Ema.warmup_gamma", o.warmup_gamma, "a number > 0");
+    require_option(o.warmup_power > 0, "Ema.warmup_power", o.warmup_power, "a number > 0");
+    require_option(o.update_after_step >= 0, "Ema.update_after_step", o.update_after_step,
+                   "a number >= 0");
+    require_option(o.every >= 1, "Ema.every", o.every, "a number >= 1");
+  }
+
+  /// The decay of the update after optimizer step `step` (timm's get_decay):
+  /// 0, a plain copy, up to and including step update_after_step + 1.
+  double decay_at(int64_t step) const {
+    const int64_t t = std::max<int64_t>(0, step - options_.update_after_step - 1);
+    if (t <= 0) return 0.0;
+    if (!options_.warmup) return options_.decay;
+    const double d =
+        1.0 - std::pow(1.0 + double(t) / options_.warmup_gamma, -options_.warmup_power);
+    return std::clamp(d, options_.min_decay, options_.decay);
+  }
+
+  /// The average starts from the weights here, or from the checkpoint's
+  /// average when the fit resumed.
+  void on_fit_begin(TrainState& state) {
+    track(state.model());
+    if (!pending_.tensors.empty()) load_into_average(pending_);
+    pending_ = {};
+  }
+  void on_step_end(TrainState& state) {
+    if (state.step % options_.every != 0) return;
+    torch::NoGradGuard no_grad;
+    const double weight = 1.0 - decay_at(state.step);
+    for (auto& [ema, live] : fused_) ema.lerp_(live, weight);  // one op per flat buffer
+    for (auto& [ema, live] : copied_) ema.copy_(live);
+    ++updates_;
+  }
+  void on_validation_begin(TrainState&) {
+    if (options_.validate) swap_in();
+  }
+  void on_validation_end(TrainState&) { swap_out(); }
+  void on_exception(TrainState&) { swap_out(); }
+
+  /// The averaged tensors by name ("param.<name>", "buffer.<name>").
+  StateDict state_dict() const {
+    StateDict d;
+    for (size_t i = 0; i < names_.size(); ++i) d.tensors[names_[i]] = ema_[i];
+    d.values["updates"] = updates_;
+    return d;
+  }
+  /// Before fit (resume_from), kept until on_fit_begin knows the model. An
+  /// empty state (an average that did not exist yet) loads as none.
+  void load_state_dict(const StateDict& d) {
+    const auto updates = d.tensors.empty() ? int64_t{0} : d.value<int64_t>("updates");
+    if (d.tensors.empty() || names_.empty()) {
+      pending_ = {};
+      for (const auto& [name, t] : d.tensors) pending_.tensors[name] = t.clone();
+    } else {
+      load_into_average(d);
+    }
+    updates_ = updates;
+  }
+
+  /// Copies the average into `model` (the same architecture as the trained one).
+  void copy_to(torch::nn::Module& model) const {
+    const auto live = named_tensors(model);
+    if (live.size() != names_.size())
+      throw Error("trainkit: Ema::copy_to: the model has " + std::to_string(live.size()) +
+                  " tensors, the average " + std::to_string(names_.size()));
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < live.size(); ++i) {
+      if (live[i].first != names_[i])
+        throw Error("trainkit: Ema::copy_to: the model's tensor \"" + live[i].first +
+                    "\" is not the average's \"" + names_[i] + "\"");
+      live[i].second.copy_(ema_[i]);
+    }
+  }
+  int64_t updates() const { return updates_; }
+  /// The lerp ops one update takes: one per flat buffer, one per other tensor.
+  int64_t fused_updates() const { return static_cast<int64_t>(fused_.size()); }
+
+ private:
+  static std::vector<std::pair<std::string, at::Tensor>> named_tensors(torch::nn::Module& m) {
+    std::vector<std::pair<std::string, at::Tensor>> out;
+    for (const auto& p : m.named_parameters()) out.emplace_back("param." + p.key(), p.value());
+    for (const auto& b : m.named_buffers()) out.emplace_back("buffer." + b.key(), b.value());
+    return out;
+  }
+
+  // Checks every tensor of `d` against the average, then copies them in.
+  void load_into_average(const StateDict& d) {
+    if (d.tensors.size() != names_.size())
+      throw Error("trainkit: the checkpoint's Ema has " + std::to_string(d.tensors.size()) +
+                  " tensors, this model " + std::to_string(names_.size()));
+    std::vector<at::Tensor> sources;
+    for (size_t i = 0; i < names_.size(); ++i) sources.push_back(d.tensor_like(names_[i], ema_[i]));
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < names_.size(); ++i) ema_[i].copy_(sources[i]);
+  }
+
+  // Whether `next` continues `run` back to back in the same storage.
+  static bool continues(const std::vector<at::Tensor>& run, const at::Tensor& next) {
+    const auto& last = run.back();
+    return next.is_contiguous() && last.is_contiguous() && next.is_alias_of(last) &&
+           next.scalar_type() == last.scalar_type() &&
+           next.storage_offset() == last.storage_offset() + last.numel();
+  }
+
+  void track(torch::nn::Module& model) {
+    torch::NoGradGuard no_grad;
+    names_.clear();
+    ema_.clear();
+    fused_.clear();
+    copied_.clear();
+    std::vector<at::Tensor> floats;  // parameters, then floating-point buffers, in order
+    for (const auto& [name, t] : named_tensors(model)) {
+      names_.push_back(name);
+      if (at::isFloatingType(t.scalar_type())) {
+        floats.push_back(t.detach());
+      } else {
+        ema_.push_back(t.detach().clone());
+        copied_.emplace_back(ema_.back(), t.detach());
+      }
+    }
+    // Runs of tensors that tile one buffer become one fused pair; the
+    // others pair one by one. ema_ keeps the names' order for checkpoints.
+    std::vector<at::Tensor> float_ema;
+    for (size_t i = 0; i < floats.size();) {
+      std::vector<at::Tensor> run{floats[i]};
+      while (i + run.size() < floats.size() && continues(run, floats[i + run.size()]))
+        run.push_back(floats[i + run.size()]);
+      int64_t total = 0;
+      for (const auto& t : run) total += t.numel();
+      if (run.size() == 1) {  // a tensor of its own: averaged as it is laid out
+        fused_.emplace_back(run[0].clone(), run[0]);
+        float_ema.push_back(fused_.back().first);
+      } else {
+        const auto live = run[0].as_strided({total}, {1}, run[0].storage_offset());
+        fused_.emplace_back(live.clone(), live);
+        int64_t offset = 0;
+        for (const auto& t : run) {
+          float_ema.push_back(fused_.back().first.narrow(0, offset, t.numel()).view(t.sizes()));
+          offset += t.numel();
+        }
+      }
+      i += run.size();
+    }
+    // Put the float averages back among the others in the names' order.
+    std::vector<at::Tensor> ordered;
+    size_t f = 0, c = 0;
+    for (const auto& [name, t] : named_tensors(model)) {
+      ordered.push_back(at::isFloatingType(t.scalar_type()) ? float_ema[f++] : ema_[c++]);
+    }
+    ema_ = std::move(ordered);
+  }
+
+  void swap_in() {
+    torch::NoGradGuard no_grad;
+    backup_.clear();
+    for (auto& [ema, live] : fused_) {
+      backup_.push_back(live.clone());
+      live.copy_(ema);
+    }
+  }
+  void swap_out() {
+    if (backup_.empty()) return;
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < fused_.size(); ++i) fused_[i].second.copy_(backup_[i]);
+    backup_.clear();
+  }
+
+  Options options_;
+  std::vector<std::string> names_;
+  std::vector<at::Tensor> ema_;  ///< per tensor, in names_' order (views of the fused buffers)
+  std::vector<std::pair<at::Tensor, at::Tensor>> fused_;   ///< (average, live) flat pairs
+  std::vector<std::pair<at::Tensor, at::Tensor>> copied_;  ///< non-float buffers
+  std::vector<at::Tensor> backup_;                         ///< live weights while validating
+  StateDict pending_;                                      ///< loaded before on_fit_begin
+  int64_t updates_ = 0;
+};
+
+}  // namespace trainkit::callbacks
