@@ -113,8 +113,11 @@ void large_tensors() {
 void ema_vs_adamw(const char* name, int64_t tensors, int64_t numel, int iters) {
   torch::nn::Module model;
   torch::manual_seed(0);
-  for (int64_t i = 0; i < tensors; ++i)
-    model.register_parameter("p" + std::to_string(i), torch::randn({numel}));
+  for (int64_t i = 0; i < tensors; ++i) {
+    std::string name = "p";  // not "p" + to_string(i): GCC 12's -Wrestrict false positive
+    name += std::to_string(i);
+    model.register_parameter(name, torch::randn({numel}));
+  }
   FlatParams flat(model);
   for (auto& g : flat.groups()) g.grad.normal_();
   optim::AdamW adamw(flat, {.lr = 1e-3, .weight_decay = 0.01});

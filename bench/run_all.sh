@@ -12,6 +12,7 @@ echo "# OMP_NUM_THREADS=$OMP_NUM_THREADS, BLAS: $(readlink -f /usr/lib/x86_64-li
 "$BUILD/bench/bench_data"
 "$BUILD/bench/bench_checkpoint"
 "$BUILD/bench/bench_logging"
+"$BUILD/bench/bench_memory"
 # Data parallel: 2 ranks of 1 thread each over Gloo (rank 0 reports).
 bash scripts/launch.sh -n 2 -- "$BUILD/bench/bench_ddp" overlap
 one=$(bash scripts/launch.sh -n 1 -- "$BUILD/bench/bench_ddp" scaling); echo "$one"

@@ -1,0 +1,116 @@
+#pragma once
+// memory::CpuMeter: how many bytes CPU tensors hold, now and at the peak,
+// while it exists. LibTorch's CPU allocator keeps no statistics (CUDA's
+// caching allocator does), so the meter puts a counting allocator in front
+// of the current one and takes it out again when it goes. Tensors allocated
+// while it counted are uncounted when freed, whenever that is.
+#include <c10/core/Allocator.h>
+#include <c10/core/CPUAllocator.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+
+#include "trainkit/detail/compat.hpp"
+#include "trainkit/error.hpp"
+
+namespace trainkit::memory {
+
+namespace detail {
+
+// LibTorch 2.3 made Allocator::allocate non-const and added copy_data
+// (compiled against 1.13 and 2.6).
+#if TRAINKIT_TORCH_AT_LEAST(2, 3)
+#define TRAINKIT_ALLOCATE_CONST
+#else
+#define TRAINKIT_ALLOCATE_CONST const
+#endif
+
+class CountingAllocator final : public c10::Allocator {
+ public:
+  static CountingAllocator& instance() {
+    static auto* a = new CountingAllocator;  // never destroyed: deleters outlive meters
+    return *a;
+  }
+  c10::DataPtr allocate(size_t n) TRAINKIT_ALLOCATE_CONST override {
+    auto inner = base_->allocate(n);
+    void* data = inner.get();
+    const auto device = inner.device();
+    auto* held = new Held{std::move(inner), static_cast<int64_t>(n)};
+    const int64_t now = now_.fetch_add(held->bytes) + held->bytes;
+    for (int64_t peak = peak_.load(); now > peak && !peak_.compare_exchange_weak(peak, now);) {
+    }
+    return {data, held, &release, device};
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
+#if TRAINKIT_TORCH_AT_LEAST(2, 3)
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    default_copy_data(dest, src, count);
+  }
+#endif
+
+  int64_t now() const {
+    return now_.load();
+  }
+  int64_t peak() const {
+    return peak_.load();
+  }
+  void reset_peak() {
+    peak_.store(now_.load());
+  }
+  c10::Allocator* base() const {
+    return base_;
+  }
+  void set_base(c10::Allocator* base) {
+    base_ = base;
+  }
+
+ private:
+  struct Held {
+    c10::DataPtr inner;
+    int64_t bytes;
+  };
+  static void release(void* ctx) {
+    auto* held = static_cast<Held*>(ctx);
+    instance().now_.fetch_sub(held->bytes);
+    delete held;  // frees through the inner allocator's deleter
+  }
+  c10::Allocator* base_ = nullptr;
+  mutable std::atomic<int64_t> now_{0}, peak_{0};  // allocate() is const before LibTorch 2.3
+};
+#undef TRAINKIT_ALLOCATE_CONST
+
+}  // namespace detail
+
+/// Counts CPU tensor bytes from construction to destruction. One at a time
+/// per process (the CPU allocator is process-wide).
+class CpuMeter {
+ public:
+  CpuMeter() : counter_(detail::CountingAllocator::instance()) {
+    if (c10::GetCPUAllocator() == &counter_)
+      throw Error("trainkit: memory::CpuMeter: another meter is counting already");
+    counter_.set_base(c10::GetCPUAllocator());
+    start_ = counter_.now();
+    counter_.reset_peak();
+    c10::SetCPUAllocator(&counter_, kPriority);
+  }
+  ~CpuMeter() { c10::SetCPUAllocator(counter_.base(), kPriority); }
+  CpuMeter(const CpuMeter&) = delete;
+  CpuMeter& operator=(const CpuMeter&) = delete;
+
+  /// Bytes allocated since the meter began and not yet freed.
+  int64_t bytes() const { return counter_.now() - start_; }
+  /// The most `bytes()` has been since the meter began (or reset_peak()).
+  int64_t peak_bytes() const { return std::max<int64_t>(0, counter_.peak() - start_); }
+  /// Starts the peak again from the bytes held now.
+  void reset_peak() { counter_.reset_peak(); }
+
+ private:
+  // Above the default allocator's registration (0), so it takes effect; the
+  // base goes back with the same priority.
+  static constexpr uint8_t kPriority = 1;
+  detail::CountingAllocator& counter_;
+  int64_t start_ = 0;
+};
+
+}  // namespace trainkit::memory

@@ -1,0 +1,144 @@
+// Activation checkpointing: gradients equal the plain model's (MLP and CNN
+// with dropout, nested segments, a Trainer under Every<2>), the random
+// generators go on as if nothing ran, and the peak of CPU tensor memory
+// (memory::CpuMeter) falls as the segments promise.
+#include <trainkit/memory.hpp>
+#include <trainkit/trainkit.hpp>
+
+#include <vector>
+
+#include "support.hpp"
+
+using namespace trainkit;
+namespace nn = torch::nn;
+
+namespace {
+
+nn::Sequential mlp(int64_t width, int64_t blocks, double dropout) {
+  nn::Sequential s;
+  for (int64_t i = 0; i < blocks; ++i) {
+    s->push_back(nn::Linear(width, width));
+    s->push_back(nn::ReLU());
+    if (dropout > 0) s->push_back(nn::Dropout(dropout));
+  }
+  return s;
+}
+
+std::vector<at::Tensor> grads(nn::Module& m) {
+  std::vector<at::Tensor> out;
+  for (const auto& p : m.parameters()) out.push_back(p.grad().clone());
+  return out;
+}
+
+void check_close(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b) {
+  REQUIRE(a.size() == b.size());
+  for (size_t i = 0; i < a.size(); ++i) CHECK(torch::allclose(a[i], b[i], 1e-6, 1e-6));
+}
+
+/// Runs `forward` from seed 7, backward of the output's sum; the gradients,
+/// and a draw after it (the generator must go on as if nothing was recomputed).
+std::pair<std::vector<at::Tensor>, at::Tensor> run(nn::Module& m,
+                                                   const std::function<at::Tensor()>& forward) {
+  m.zero_grad();
+  torch::manual_seed(7);
+  forward().pow(2).sum().backward();
+  return {grads(m), torch::rand({4})};
+}
+
+}  // namespace
+
+TEST_CASE("checkpoint: an MLP with dropout, in segments, has the plain model's gradients") {
+  torch::manual_seed(1);
+  auto blocks = mlp(16, 6, 0.3);
+  memory::CheckpointedSequential segmented(blocks, 2);
+  const auto x = torch::randn({8, 16});
+  const auto [plain, draw_plain] = run(*blocks, [&] { return blocks->forward(x); });
+  const auto [ckpt, draw_ckpt] = run(*blocks, [&] { return segmented(x); });
+  check_close(plain, ckpt);
+  CHECK(torch::equal(draw_plain, draw_ckpt));
+  // an input that requires grad gets the plain gradient too
+  auto xa = x.clone().requires_grad_(true), xb = x.clone().requires_grad_(true);
+  torch::manual_seed(3);
+  blocks->forward(xa).sum().backward();
+  torch::manual_seed(3);
+  segmented(xb).sum().backward();
+  CHECK(torch::allclose(xa.grad(), xb.grad(), 1e-6, 1e-6));
+  CHECK_THROWS_WITH_AS(memory::CheckpointedSequential(mlp(2, 1, 0), 0),
+                       doctest::Contains("CheckpointedSequential.segment_size"), Error);
+}
+
+TEST_CASE("checkpoint: a CNN with dropout, and nested segments") {
+  torch::manual_seed(2);
+  nn::Conv2d c1(nn::Conv2dOptions(3, 8, 3).padding(1)), c2(nn::Conv2dOptions(8, 8, 3).padding(1));
+  nn::Dropout2d drop(0.25);
+  nn::Sequential holder(c1, c2);  // one module to collect the gradients from
+  const auto x = torch::randn({4, 3, 12, 12});
+  const auto body = [&](const at::Tensor& in) { return c2(drop(torch::relu(c1(in)))).relu(); };
+  const auto [plain, d1] = run(*holder, [&] { return body(x); });
+  const auto [once, d2] = run(*holder, [&] { return memory::checkpoint(body, x); });
+  const auto nested = [&] {
+    return memory::checkpoint(
+        [&](const at::Tensor& in) {
+          const auto h =
+              memory::checkpoint([&](const at::Tensor& a) { return drop(torch::relu(c1(a))); }, in);
+          return c2(h).relu();
+        },
+        x);
+  };
+  const auto [twice, d3] = run(*holder, nested);
+  check_close(plain, once);
+  check_close(plain, twice);
+  CHECK(torch::equal(d1, d2));
+  CHECK(torch::equal(d1, d3));
+}
+
+TEST_CASE("checkpoint: a Trainer under Every<2> trains the same weights") {
+  using T = Trainer<optim::SGD, sched::Constant, precision::Fp32, accumulate::Every<2>>;
+  auto gen = data::generator(4);
+  std::vector<data::Batch> data;
+  for (int i = 0; i < 6; ++i)
+    data.push_back({at::randn({8, 16}, gen), at::randint(0, 16, {8}, gen)});
+  const auto train = [&](auto make_model) {
+    torch::manual_seed(5);
+    auto blocks = mlp(16, 4, 0.2);
+    T trainer(make_model(blocks), {.optim = {.lr = 0.05, .momentum = 0.9}});
+    torch::manual_seed(6);
+    trainer.fit(task::Classification{}, data, {.epochs = 2});
+    std::vector<at::Tensor> out;
+    for (const auto& p : blocks->parameters()) out.push_back(p.detach().clone());
+    return out;
+  };
+  const auto plain = train([](nn::Sequential b) { return b; });
+  const auto segmented =
+      train([](nn::Sequential b) { return memory::CheckpointedSequential(b, 2); });
+  check_close(plain, segmented);
+}
+
+TEST_CASE("checkpoint: the peak of activation memory falls with the segments") {
+  // 64 blocks of Linear(128) + ReLU at batch 256: each block keeps its input
+  // (128 KiB) for backward. In segments of 8 only the 8 segment inputs and
+  // one segment's activations are alive at once: about a quarter.
+  torch::manual_seed(8);
+  auto blocks = mlp(128, 64, 0);
+  memory::CheckpointedSequential segmented(blocks, 8);
+  const auto x = torch::randn({256, 128});
+  blocks->forward(x).sum().backward();  // the gradients exist before measuring
+  const auto peak = [&](const std::function<at::Tensor()>& forward) {
+    for (const auto& p : blocks->parameters()) p.grad().zero_();  // kept, not reallocated
+    memory::CpuMeter meter;
+    forward().sum().backward();
+    return meter.peak_bytes();
+  };
+  const auto plain = peak([&] { return blocks->forward(x); });
+  const auto ckpt = peak([&] { return segmented(x); });
+  MESSAGE("peak bytes: plain " << plain << ", segments of 8 " << ckpt);
+  const int64_t activation = 256 * 128 * 4;
+  CHECK(plain >= 64 * activation);
+  CHECK(ckpt < 0.5 * plain);
+  {
+    memory::CpuMeter meter;
+    const auto t = torch::empty({1000}, at::kFloat);
+    CHECK(meter.bytes() >= 4000);
+    CHECK_THROWS_WITH_AS(memory::CpuMeter(), doctest::Contains("counting already"), Error);
+  }
+}
