@@ -10,6 +10,7 @@
 #include <CLI/CLI.hpp>
 #include <trainkit/callbacks.hpp>
 #include <trainkit/data.hpp>
+#include <trainkit/finders.hpp>
 #include <trainkit/io.hpp>
 #include <trainkit/parallel/ddp.hpp>
 #include <trainkit/trainkit.hpp>
@@ -59,6 +60,10 @@ int main(int argc, char** argv) {
                  "fp32, bf16 (autocast) or fp16 (CUDA: autocast + loss scaling)")
       ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
   app.add_flag("--ddp", ddp, "one process of a DDP run (RANK/WORLD_SIZE/... from the launcher)");
+  bool lr_find = false;
+  app.add_flag("--lr-find", lr_find,
+               "run the learning-rate range test instead of training: the curve in "
+               "<runs-dir>/lr_find.csv and a suggested --max-lr");
   CLI11_PARSE(app, argc, argv);
   if (threads > 0) torch::set_num_threads(threads);
   if (csv.empty()) csv = runs_dir + "/log.csv";
@@ -102,6 +107,20 @@ int main(int argc, char** argv) {
                                 .device = device,
                                 .device_transform = data::transforms::RandomCrop{28, 2}});
     torch::manual_seed(0);
+    if (lr_find) {  // one process, fp32, a constant schedule the sweep overrides
+      auto find = [&](auto model) {
+        Trainer<optim::AdamW> trainer(model, {.optim = {.weight_decay = 0.01}});
+        const auto r =
+            finders::lr_find(trainer, task::Classification{.label_smoothing = label_smoothing},
+                             train_batches, {.min_lr = 1e-6, .max_lr = 1.0, .num_steps = 100});
+        r.write_csv(runs_dir + "/lr_find.csv");
+        std::printf("lr_find: %zu steps%s, curve in %s/lr_find.csv\n", r.lrs.size(),
+                    r.diverged ? " (stopped: the loss diverged)" : "", runs_dir.c_str());
+        if (r.suggestion) std::printf("suggested --max-lr %.3g\n", *r.suggestion);
+      };
+      model_name == "cnn" ? find(SmallCnn()) : find(LinearModel());
+      return 0;
+    }
     auto run = [&]<class Parallel, class Precision>(Parallel*, Precision*, auto model) {
       using DemoTrainer =
           Trainer<optim::AdamW, sched::OneCycle, Precision, accumulate::None, clip::None, Parallel>;
