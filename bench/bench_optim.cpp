@@ -129,7 +129,7 @@ void ema_vs_adamw(const char* name, int64_t tensors, int64_t numel, int iters) {
   const double t_ema = bench::seconds_per_call([&] { ema.on_step_end(state); }, iters);
   char buf[256];
   std::snprintf(buf, sizeof buf,
-                "\"tensors\": %lld, \"numel\": %lld, \"lerp_ops\": %lld, \"adamw_ms\": %.3f, "
+                "\"tensors\": %lld, \"numel\": %lld, \"update_ops\": %lld, \"adamw_ms\": %.3f, "
                 "\"ema_ms\": %.3f, \"ema_vs_adamw\": %.3f, \"ema_every_4_vs_adamw\": %.3f",
                 (long long)tensors, (long long)numel, (long long)ema.fused_updates(), t_adamw * 1e3,
                 t_ema * 1e3, t_ema / t_adamw, t_ema / 4 / t_adamw);

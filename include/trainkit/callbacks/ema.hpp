@@ -4,8 +4,9 @@
 //   ema = lerp(ema, weight, 1 - decay_t)
 // over the parameters and the floating-point buffers (other buffers, such as
 // BatchNorm's batch count, are copied). Parameters that are views of one
-// flat buffer (a Trainer's) are averaged in one fused op per buffer. The
+// flat buffer (a Trainer's) are averaged in one pass per buffer. The
 // average is saved in checkpoints, and validation can run on it.
+#include <ATen/Parallel.h>
 #include <torch/nn/module.h>
 #include <torch/types.h>
 
@@ -72,7 +73,7 @@ class Ema {
     if (state.step % options_.every != 0) return;
     torch::NoGradGuard no_grad;
     const double weight = 1.0 - decay_at(state.step);
-    for (auto& [ema, live] : fused_) ema.lerp_(live, weight);  // one op per flat buffer
+    for (auto& [ema, live] : fused_) average_into(ema, live, weight);  // one op per flat buffer
     for (auto& [ema, live] : copied_) ema.copy_(live);
     ++updates_;
   }
@@ -117,7 +118,7 @@ class Ema {
     }
   }
   int64_t updates() const { return updates_; }
-  /// The lerp ops one update takes: one per flat buffer, one per other tensor.
+  /// The passes one update takes: one per flat buffer, one per other tensor.
   int64_t fused_updates() const { return static_cast<int64_t>(fused_.size()); }
 
  private:
@@ -126,6 +127,25 @@ class Ema {
     for (const auto& p : m.named_parameters()) out.emplace_back("param." + p.key(), p.value());
     for (const auto& b : m.named_buffers()) out.emplace_back("buffer." + b.key(), b.value());
     return out;
+  }
+
+  // ema += weight * (live - ema). On contiguous CPU floats one pass of a
+  // loop the compiler vectorises: LibTorch's lerp_ took 1.7x an AdamW step
+  // over the same buffer (bench_optim, ema_200_small); elsewhere lerp_.
+  static void average_into(at::Tensor& ema, const at::Tensor& live, double weight) {
+    if (weight == 1.0) {
+      ema.copy_(live);  // the first update copies exactly
+    } else if (ema.is_cpu() && ema.scalar_type() == at::kFloat && ema.is_contiguous() &&
+               live.is_contiguous()) {
+      float* e = ema.data_ptr<float>();
+      const float* l = live.data_ptr<float>();
+      const float w = static_cast<float>(weight);
+      at::parallel_for(0, ema.numel(), 1 << 15, [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) e[i] += w * (l[i] - e[i]);
+      });
+    } else {
+      ema.lerp_(live, weight);
+    }
   }
 
   // Checks every tensor of `d` against the average, then copies them in.
