@@ -327,3 +327,38 @@ TEST_CASE("loader options are validated") {
   CHECK_THROWS_WITH_AS(data::RepeatFactorSampler({.categories = {{1}}, .threshold = 0}),
                        doctest::Contains("`sampler.threshold` = 0 is invalid"), Error);
 }
+
+TEST_CASE("CurriculumSampler: Platanios' pacing over the easiest samples, then all of them") {
+  const std::vector<double> difficulty{0.9, 0.1, 0.5, 0.3, 0.7, 0.2, 0.8, 0.4, 0.6, 0.0};
+  data::CurriculumSampler sqrt_paced({.difficulty = difficulty, .start = 0.2, .epochs_to_full = 4});
+  CHECK(sqrt_paced.competence(0) == doctest::Approx(0.2));
+  CHECK(sqrt_paced.competence(2) == doctest::Approx(std::sqrt(0.5 * (1 - 0.04) + 0.04)));
+  CHECK(sqrt_paced.competence(4) == 1.0);
+  CHECK(sqrt_paced.competence(9) == 1.0);
+  data::CurriculumSampler linear(
+      {.difficulty = difficulty, .start = 0.2, .epochs_to_full = 4, .sqrt_pacing = false});
+  CHECK(linear.competence(2) == doctest::Approx(0.6));
+
+  const auto sorted = [](at::Tensor t) { return std::get<0>(t.sort()); };
+  // epoch 0: the easiest 20% (samples 9 and 1), shuffled; epoch 4 on: all ten
+  CHECK(torch::equal(sorted(sqrt_paced.indices(0)), torch::tensor({1, 9}, at::kLong)));
+  CHECK(sqrt_paced.indices(2).numel() == 8);  // ceil(0.72 * 10)
+  CHECK(torch::equal(sorted(sqrt_paced.indices(4)), torch::arange(10, at::kLong)));
+  CHECK(torch::equal(sqrt_paced.indices(3), sqrt_paced.indices(3)));  // seeded by (seed, epoch)
+  data::CurriculumSampler ordered(
+      {.difficulty = difficulty, .start = 0.5, .epochs_to_full = 2, .shuffle = false});
+  CHECK(torch::equal(ordered.indices(0), torch::tensor({9, 1, 5, 3, 7}, at::kLong)));
+  CHECK(torch::equal(ordered.ranking(), torch::tensor({9, 1, 5, 3, 7, 2, 8, 4, 6, 0}, at::kLong)));
+
+  // through the loader: the epoch's batches hold exactly the epoch's samples
+  const data::TensorDataset ds{torch::arange(10, at::kFloat).unsqueeze(1), torch::arange(10)};
+  data::Loader loader(ds, data::CurriculumSampler({.difficulty = difficulty, .start = 0.3}),
+                      {.batch_size = 2});
+  int64_t seen = 0;
+  for (const auto& b : loader) seen += b.size();
+  CHECK(seen == 3);
+  CHECK_THROWS_WITH_AS(data::CurriculumSampler({.difficulty = difficulty, .start = 0}),
+                       doctest::Contains("`sampler.start` = 0"), Error);
+  CHECK_THROWS_WITH_AS(data::CurriculumSampler({.difficulty = {1.0, std::nan("")}}),
+                       doctest::Contains("finite scores"), Error);
+}

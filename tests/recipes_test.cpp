@@ -168,3 +168,16 @@ TEST_CASE("task::Classification's label_smoothing is F.cross_entropy's, loss and
       "trainkit: option `task.label_smoothing` = 1.5 is invalid; accepted: a number in [0, 1]",
       Error);
 }
+
+TEST_CASE("init::set_dropout takes the stochastic layers out of a model") {
+  torch::nn::Sequential net(torch::nn::Linear(8, 8), torch::nn::Dropout(0.5), torch::nn::ReLU(),
+                            torch::nn::Dropout(0.3), torch::nn::AlphaDropout(0.2));
+  const auto x = torch::randn({4, 8});
+  CHECK(init::set_dropout(*net, 0.0) == 3);
+  net->train();
+  const auto a = net->forward(x), b = net->forward(x);
+  CHECK(torch::equal(a, b));  // no draws left: training mode is deterministic
+  net->eval();
+  CHECK(torch::equal(a, net->forward(x)));
+  CHECK_THROWS_WITH_AS(init::set_dropout(*net, 1.5), doctest::Contains("init.set_dropout"), Error);
+}

@@ -5,6 +5,7 @@
 #include "trainkit/data/batch.hpp"
 #include "trainkit/data/batch_view.hpp"
 #include "trainkit/data/cifar.hpp"
+#include "trainkit/data/curriculum_sampler.hpp"
 #include "trainkit/data/distributed_sampler.hpp"
 #include "trainkit/data/files.hpp"
 #include "trainkit/data/loader.hpp"

@@ -6,6 +6,7 @@
 #include <torch/nn/module.h>
 #include <torch/nn/modules/batchnorm.h>
 #include <torch/nn/modules/conv.h>
+#include <torch/nn/modules/dropout.h>
 #include <torch/nn/modules/embedding.h>
 #include <torch/nn/modules/instancenorm.h>
 #include <torch/nn/modules/linear.h>
@@ -125,6 +126,29 @@ inline std::string zero_last_norm(torch::nn::Module& block) {
   at::NoGradGuard no_grad;
   scale.zero_();
   return last;
+}
+
+/// Sets the drop probability of every dropout layer of `model` (Dropout,
+/// Dropout2d/3d, AlphaDropout, FeatureAlphaDropout) to `p`; 0 takes the
+/// stochastic layers out of a speed run without changing the model's code.
+/// Returns how many layers changed.
+inline int64_t set_dropout(torch::nn::Module& model, double p) {
+  trainkit::detail::require_option(p >= 0 && p <= 1, "init.set_dropout", p,
+                                   "a probability in [0, 1]");
+  namespace nn = torch::nn;
+  int64_t count = 0;
+  const auto set = [&](auto* layer) {
+    if (!layer) return false;
+    layer->options.p(p);
+    ++count;
+    return true;
+  };
+  model.apply([&](nn::Module& m) {
+    set(m.as<nn::DropoutImpl>()) || set(m.as<nn::Dropout2dImpl>()) ||
+        set(m.as<nn::Dropout3dImpl>()) || set(m.as<nn::AlphaDropoutImpl>()) ||
+        set(m.as<nn::FeatureAlphaDropoutImpl>());
+  });
+  return count;
 }
 
 /// Sets `layer`'s own bias to init::bias_prior(prior) for every output.
