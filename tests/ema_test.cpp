@@ -162,4 +162,12 @@ TEST_CASE("Ema: a checkpoint holds the average, and a resumed run averages on ex
   CHECK(ema_second.updates() == ema_whole.updates());
   const auto a = ema_whole.state_dict(), b = ema_second.state_dict();
   for (const auto& [name, t] : a.tensors) CHECK_MESSAGE(torch::equal(t, b.tensors.at(name)), name);
+
+  // The same Ema resumed again, as after a signal in one process: the
+  // checkpoint's average, not the weights of the fit before.
+  auto third = make_trainer();
+  third->fit(task::Classification{}, data, {.epochs = 2, .resume_from = dir / "a.ckpt"}, ema_first,
+             SaveAt{dir / "unused.ckpt"});
+  const auto c = ema_first.state_dict();
+  for (const auto& [name, t] : a.tensors) CHECK_MESSAGE(torch::equal(t, c.tensors.at(name)), name);
 }

@@ -31,13 +31,16 @@ std::vector<data::Batch> regression_data() {
 
 std::unique_ptr<SgdTrainer> make_trainer() {
   torch::manual_seed(4);
-  return std::make_unique<SgdTrainer>(torch::nn::Linear(8, 1),
-                                      SgdTrainer::Options{.optim = {.lr = 1e-3, .momentum = 0.9}});
+  // dropout: the restore must put the random generator back too
+  return std::make_unique<SgdTrainer>(
+      torch::nn::Sequential(torch::nn::Linear(8, 16), torch::nn::Dropout(0.2),
+                            torch::nn::Linear(16, 1)),
+      SgdTrainer::Options{.optim = {.lr = 1e-3, .momentum = 0.9}});
 }
 
 }  // namespace
 
-TEST_CASE("lr_find: the sweep's rates are Lightning's") {
+TEST_CASE("lr_find: the sweep's rates, step k at fraction (k + 1) / num_steps") {
   finders::LrFindOptions o{.min_lr = 1e-6, .max_lr = 1.0, .num_steps = 6};
   CHECK(finders::sweep_lr(o, 5) == doctest::Approx(1.0));
   CHECK(finders::sweep_lr(o, 0) == doctest::Approx(1e-5));  // 1e-6 * (1e6)^(1/6)
@@ -62,6 +65,7 @@ TEST_CASE("lr_find: a run stops on divergence and leaves the trainer as it was")
   const auto data = regression_data();
   auto found = make_trainer();
   const auto before = found->flat_params().groups()[0].data.clone();
+  torch::manual_seed(21);
   const auto result =
       finders::lr_find(*found, task::Regression{}, data,
                        {.min_lr = 1e-5, .max_lr = 10.0, .num_steps = 80, .smoothing = 0.9});
@@ -74,9 +78,15 @@ TEST_CASE("lr_find: a run stops on divergence and leaves the trainer as it was")
   CHECK(*result.suggestion < result.lrs.back());
   CHECK(torch::equal(found->flat_params().groups()[0].data, before));
 
+  // The generator is put back: its next draw is the one before the sweep.
+  const auto after = torch::rand({4});
+  torch::manual_seed(21);
+  CHECK(torch::equal(after, torch::rand({4})));
   // Put back bit for bit: training afterwards equals training a fresh trainer.
   auto fresh = make_trainer();
+  torch::manual_seed(22);
   found->fit(task::Regression{}, data, {.epochs = 2});
+  torch::manual_seed(22);
   fresh->fit(task::Regression{}, data, {.epochs = 2});
   CHECK(torch::equal(found->flat_params().groups()[0].data, fresh->flat_params().groups()[0].data));
 

@@ -142,3 +142,36 @@ TEST_CASE("checkpoint: the peak of activation memory falls with the segments") {
     CHECK_THROWS_WITH_AS(memory::CpuMeter(), doctest::Contains("counting already"), Error);
   }
 }
+
+TEST_CASE("checkpoint: the recomputation runs with the forward's autocast, on or off") {
+  torch::manual_seed(9);
+  nn::Linear a(16, 16), b(16, 4);
+  nn::Sequential holder(a, b);
+  const auto x = torch::randn({8, 16});
+  const auto body = [a = a.ptr(),
+                     b = b.ptr()](const at::Tensor& in) {  // by value: runs again in backward
+    return b->forward(torch::relu(a->forward(in)));
+  };
+  using trainkit::detail::AutocastScope;
+  // forward in bf16 autocast, backward outside it
+  const auto bf16 = [&](bool segmented) {
+    holder->zero_grad();
+    at::Tensor y;
+    {
+      AutocastScope cpu(c10::DeviceType::CPU, at::kBFloat16);
+      y = segmented ? memory::checkpoint(body, x) : body(x);
+    }
+    y.to(at::kFloat).pow(2).sum().backward();
+    return grads(*holder);
+  };
+  check_close(bf16(false), bf16(true));
+  // forward in fp32, backward inside a bf16 region: recomputed in fp32
+  const auto fp32 = [&](bool segmented) {
+    holder->zero_grad();
+    const auto y = segmented ? memory::checkpoint(body, x) : body(x);
+    AutocastScope cpu(c10::DeviceType::CPU, at::kBFloat16);
+    y.pow(2).sum().backward();
+    return grads(*holder);
+  };
+  check_close(fp32(false), fp32(true));
+}

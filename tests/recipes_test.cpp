@@ -121,6 +121,11 @@ TEST_CASE("init: a whole model by module type, the last norm of a block, the bia
   CHECK(net.bn1->weight.eq(1).all().item<bool>());
   CHECK(net.fc->weight.equal(linear_before));  // no scheme for Linear: LibTorch's own kept
 
+  torch::nn::Embedding words(torch::nn::EmbeddingOptions(10, 4).padding_idx(0));
+  CHECK(init::model(*words, {.embedding = init::TruncatedNormal{.std = 1}}).embedding == 1);
+  CHECK(words->weight[0].abs().sum().item<double>() == 0.0);  // the padding row stays zero
+  CHECK(words->weight[1].abs().sum().item<double>() > 0.0);
+
   init::model(net, {.linear = init::TruncatedNormal{}, .norm_identity = false});
   CHECK(net.fc->weight.abs().max().item<double>() <= 2.0);
   CHECK(net.fc->bias.abs().max().item<double>() == 0.0);

@@ -414,7 +414,7 @@ TEST_CASE("storage sqlite: a study database with hostile cells reads as a traink
     CHECK_MESSAGE(error.find(expected) != std::string::npos, (update + " -> " + error));
   };
   check("UPDATE tune_trial_params SET distribution = '{\"type\":'",
-        "the study database's parameter \"c\"'s distribution is not JSON");
+        "the study database's parameter \"c\": its distribution is not JSON");
   check("UPDATE tune_trial_attrs SET value = '\"Infinity\xff' WHERE key = 'note'",
         "the study database's attribute \"note\" is not JSON");
   check("UPDATE tune_trial_params SET internal = '7'",
@@ -427,8 +427,13 @@ TEST_CASE("storage sqlite: a study database with hostile cells reads as a traink
   check(
       "UPDATE tune_trial_params SET distribution = "
       "'{\"type\":\"float\",\"low\":2,\"high\":1}', internal = '1.5'",
-      "parameter \"c\" has a bad distribution");
-  check("UPDATE tune_trial_params SET distribution = '[1]'", "stored distribution [1] is not one");
+      "parameter \"c\": it has a bad distribution: option `suggest(\"c\").low`");
+  check(
+      "UPDATE tune_trial_params SET distribution = "
+      "'{\"type\":\"float\",\"low\":0,\"high\":1}', internal = 'NaN'",
+      "parameter \"c\" holds NaN, which its distribution");
+  check("UPDATE tune_trial_params SET distribution = '[1]'",
+        "parameter \"c\": stored distribution [1] is not one");
 }
 
 TEST_CASE("storage sqlite: a failed call writes nothing") {

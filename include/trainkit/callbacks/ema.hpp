@@ -66,7 +66,11 @@ class Ema {
   /// average when the fit resumed.
   void on_fit_begin(TrainState& state) {
     track(state.model());
-    if (!pending_.tensors.empty()) load_into_average(pending_);
+    if (!pending_.tensors.empty()) {
+      const auto sources = matching(pending_);
+      torch::NoGradGuard no_grad;
+      for (size_t i = 0; i < sources.size(); ++i) ema_[i].copy_(sources[i]);
+    }
     pending_ = {};
   }
   void on_step_end(TrainState& state) {
@@ -90,16 +94,15 @@ class Ema {
     d.values["updates"] = updates_;
     return d;
   }
-  /// Before fit (resume_from), kept until on_fit_begin knows the model. An
-  /// empty state (an average that did not exist yet) loads as none.
+  /// Before fit (resume_from): kept until on_fit_begin, which starts the
+  /// average from it. Checked here against the model this Ema averaged
+  /// before, if any; else in on_fit_begin. An empty state (an average that
+  /// did not exist yet) loads as none.
   void load_state_dict(const StateDict& d) {
-    const auto updates = d.tensors.empty() ? int64_t{0} : d.value<int64_t>("updates");
-    if (d.tensors.empty() || names_.empty()) {
-      pending_ = {};
-      for (const auto& [name, t] : d.tensors) pending_.tensors[name] = t.clone();
-    } else {
-      load_into_average(d);
-    }
+    const auto updates = d.values.count("updates") ? d.value<int64_t>("updates") : int64_t{0};
+    if (!d.tensors.empty() && !names_.empty()) (void)matching(d);
+    pending_ = {};
+    for (const auto& [name, t] : d.tensors) pending_.tensors[name] = t.clone();
     updates_ = updates;
   }
 
@@ -148,15 +151,14 @@ class Ema {
     }
   }
 
-  // Checks every tensor of `d` against the average, then copies them in.
-  void load_into_average(const StateDict& d) {
+  // The tensors of `d` in the average's order, checked against it.
+  std::vector<at::Tensor> matching(const StateDict& d) const {
     if (d.tensors.size() != names_.size())
       throw Error("trainkit: the checkpoint's Ema has " + std::to_string(d.tensors.size()) +
                   " tensors, this model " + std::to_string(names_.size()));
     std::vector<at::Tensor> sources;
     for (size_t i = 0; i < names_.size(); ++i) sources.push_back(d.tensor_like(names_[i], ema_[i]));
-    torch::NoGradGuard no_grad;
-    for (size_t i = 0; i < names_.size(); ++i) ema_[i].copy_(sources[i]);
+    return sources;
   }
 
   // Whether `next` continues `run` back to back in the same storage.

@@ -1,10 +1,10 @@
 #pragma once
-// The learning-rate range test (Smith 2017), as Lightning's lr_find runs it:
+// The learning-rate range test (Smith 2017), after Lightning's lr_find:
 // a few hundred steps with the learning rate growing from min_lr to max_lr
 // (exponentially or linearly), the loss smoothed by a debiased moving
 // average, a stop when it diverges, and a suggestion where the smoothed loss
-// falls fastest. The model, the optimizer and the precision policy's state
-// are put back afterwards, bit for bit.
+// falls fastest. The model, the optimizer, the precision policy's state and
+// the random generators are put back afterwards, bit for bit.
 #include <torch/types.h>
 
 #include <cmath>
@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "trainkit/concepts.hpp"
+#include "trainkit/detail/checkpoint_parts.hpp"
 #include "trainkit/error.hpp"
 #include "trainkit/io/atomic_file.hpp"
 #include "trainkit/state.hpp"
@@ -143,6 +144,8 @@ class Snapshot {
       optim_ = cloned(t.optimizer().state_dict());
     if constexpr (HasStateDict<std::remove_reference_t<decltype(t.precision())>>)
       precision_ = cloned(t.precision().state_dict());
+    lr_ = t.optimizer().lr();
+    rng_ = trainkit::detail::RngPart{}.state_dict();  // dropout draws as if no sweep ran
   }
   void restore() {
     torch::NoGradGuard no_grad;
@@ -154,6 +157,8 @@ class Snapshot {
       trainer_.optimizer().load_state_dict(optim_);
     if constexpr (HasStateDict<std::remove_reference_t<decltype(trainer_.precision())>>)
       trainer_.precision().load_state_dict(precision_);
+    trainer_.optimizer().set_lr(lr_);
+    trainkit::detail::RngPart{}.load_state_dict(rng_);
     trainer_.flat_params().zero_grad();
   }
 
@@ -164,7 +169,8 @@ class Snapshot {
   }
   TrainerT& trainer_;
   std::vector<at::Tensor> params_, buffers_;
-  StateDict optim_, precision_;
+  StateDict optim_, precision_, rng_;
+  double lr_ = 0;
 };
 
 }  // namespace detail

@@ -91,6 +91,11 @@ inline ModelCounts model(torch::nn::Module& model, const ModelOptions& options =
         break;
       case Kind::kEmbedding:
         layer(m, options.embedding, counts.embedding);
+        // as LibTorch's own reset: the padding row stays zero
+        if (const auto pad = m.as<torch::nn::EmbeddingImpl>()->options.padding_idx();
+            pad && options.embedding) {
+          m.as<torch::nn::EmbeddingImpl>()->weight[*pad].zero_();
+        }
         break;
       case Kind::kNorm:
         if (!options.norm_identity) break;

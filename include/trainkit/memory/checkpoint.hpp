@@ -13,7 +13,6 @@
 
 #include <algorithm>
 #include <functional>
-#include <memory>
 #include <mutex>
 #include <string>
 #include <utility>
@@ -90,6 +89,30 @@ class ForkedRng {
   at::Tensor cpu_now_, cuda_now_;
 };
 
+/// The forward's autocast settings, on or off, for the recomputation (a
+/// backward called inside an autocast region must not recompute a segment
+/// that ran in fp32 in bf16), and the current ones back afterwards.
+class ReplayedAutocast {
+ public:
+  explicit ReplayedAutocast(const std::vector<SegmentState::Autocast>& modes) {
+    for (const auto& m : modes) {
+      now_.push_back({m.device, trainkit::detail::autocast_enabled(m.device),
+                      trainkit::detail::autocast_dtype(m.device)});
+      trainkit::detail::set_autocast(m.device, m.enabled, m.dtype);
+    }
+    at::autocast::increment_nesting();
+  }
+  ~ReplayedAutocast() {
+    if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+    for (const auto& m : now_) trainkit::detail::set_autocast(m.device, m.enabled, m.dtype);
+  }
+  ReplayedAutocast(const ReplayedAutocast&) = delete;
+  ReplayedAutocast& operator=(const ReplayedAutocast&) = delete;
+
+ private:
+  std::vector<SegmentState::Autocast> now_;
+};
+
 struct CheckpointFunction : torch::autograd::Function<CheckpointFunction> {
   // `anchor` requires grad, so the output has this node even when neither
   // the input nor anything else passed in does (the segment's parameters
@@ -119,10 +142,7 @@ struct CheckpointFunction : torch::autograd::Function<CheckpointFunction> {
     at::Tensor out;
     {
       ForkedRng rng(*s);
-      std::vector<std::unique_ptr<trainkit::detail::AutocastScope>> autocast;
-      for (const auto& a : s->autocast)
-        autocast.push_back(
-            std::make_unique<trainkit::detail::AutocastScope>(a.device, a.dtype, a.enabled));
+      ReplayedAutocast autocast(s->autocast);
       at::AutoGradMode grad(true);
       out = s->fn(x);
     }

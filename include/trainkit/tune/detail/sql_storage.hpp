@@ -174,32 +174,49 @@ inline std::string attr_text(const nlohmann::json& v) {
   return encode(encode, v).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
+/// `message` without its leading "trainkit: ", to nest it in another.
+inline std::string without_prefix(const std::string& message) {
+  return message.rfind("trainkit: ", 0) == 0 ? message.substr(10) : message;
+}
+
 /// JSON a study database holds: its own text parsed, or a trainkit::Error
 /// that names `what` (a cell another program may have written).
 inline nlohmann::json stored_json(const std::string& text, const std::string& what) {
   try {
     return nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
-    throw Error("trainkit: the study database's " + what + " is not JSON: " + e.what());
+    throw Error("trainkit: " + what + " is not JSON: " + e.what());
   }
 }
 
 /// A trial's parameter as stored: a distribution the study could have
-/// suggested from and a value it can give back (a storage keeps a float as
-/// it was given, in range or not, so only what `Param::value()` could not
-/// convert is refused), else a trainkit::Error.
+/// suggested from and a value it can give back (a storage keeps a finite
+/// float as it was given, in range or not, so only what `Param::value()`
+/// could not convert or a sampler could not order is refused), else a
+/// trainkit::Error naming the parameter.
 inline Param stored_param(const std::string& name, const std::string& distribution,
                           const std::string& internal) {
   const std::string where = "the study database's parameter \"" + name + "\"";
-  Param p{distribution_from_json(stored_json(distribution, where + "'s distribution")),
-          parse_double(internal)};
-  try {
-    validate(name, p.distribution);
-  } catch (const Error& e) {
-    throw Error("trainkit: " + where + " has a bad distribution: " + e.what());
-  }
+  const auto named = [&](auto&& read) {  // the reader's error, naming the parameter
+    try {
+      return read();
+    } catch (const Error& e) {
+      throw Error("trainkit: " + where + ": " + without_prefix(e.what()));
+    }
+  };
+  Param p{
+      named([&] { return distribution_from_json(stored_json(distribution, "its distribution")); }),
+      named([&] { return parse_double(internal); })};
+  named([&] {
+    try {
+      validate(name, p.distribution);
+    } catch (const Error& e) {
+      throw Error("trainkit: it has a bad distribution: " + without_prefix(e.what()));
+    }
+    return 0;
+  });
   const auto convertible = [&] {
-    if (std::holds_alternative<FloatDistribution>(p.distribution)) return true;
+    if (std::holds_alternative<FloatDistribution>(p.distribution)) return std::isfinite(p.internal);
     if (std::holds_alternative<IntDistribution>(p.distribution)) {
       return p.internal == std::round(p.internal) && std::abs(p.internal) <= 0x1p53;
     }
@@ -220,7 +237,7 @@ inline nlohmann::json attr_from_text(const std::string& text, const std::string&
       for (auto& [key, item] : x.items()) self(self, item);
     }
   };
-  auto v = stored_json(text, "attribute \"" + key + "\"");
+  auto v = stored_json(text, "the study database's attribute \"" + key + "\"");
   decode(decode, v);
   return v;
 }
