@@ -8,6 +8,8 @@
 #include <torch/nn/modules/conv.h>
 #include <torch/nn/modules/dropout.h>
 #include <torch/nn/modules/embedding.h>
+// LibTorch 1.13's modules/instancenorm.h calls the functional it does not include.
+#include <torch/nn/functional/instancenorm.h>
 #include <torch/nn/modules/instancenorm.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/normalization.h>
