@@ -3,7 +3,9 @@
 // stopping, per-epoch validation and a final accuracy line. It logs to
 // runs/demo/ (--runs-dir): a CSV and a JSON-lines log, TensorBoard event
 // files and a self-contained HTML run report; --profile A:B adds a Chrome
-// trace and an operator table of steps [A, B).
+// trace and an operator table of steps [A, B). --ema D validates on an
+// exponential moving average of the weights; --lr-find runs the
+// learning-rate range test instead of training.
 // With --ddp it is one rank of a data-parallel run (parallel::DDP: Gloo on
 // CPUs, NCCL on GPUs), started by scripts/launch.sh, torchrun or srun.
 #include <torch/torch.h>
@@ -19,6 +21,7 @@
 #include <cstdio>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "glyphs.hpp"
 #include "models.hpp"
@@ -29,7 +32,7 @@ int main(int argc, char** argv) {
   CLI::App app{"trainkit demo: a small CNN on procedurally generated glyphs"};
   int64_t epochs = 6, train_size = 12000, val_size = 2000, batch_size = 64, workers = 1;
   int threads = 0;
-  double max_lr = 3e-3, label_smoothing = 0.0;
+  double max_lr = 3e-3, label_smoothing = 0.0, ema_decay = 0.0;
   double peak_flops = 0;
   std::string mnist_dir, runs_dir = "runs/demo", csv, model_name = "cnn", profile;
   std::string precision_name = "fp32";
@@ -40,6 +43,10 @@ int main(int argc, char** argv) {
   app.add_option("--max-lr", max_lr, "OneCycle peak learning rate")->check(CLI::PositiveNumber);
   app.add_option("--label-smoothing", label_smoothing,
                  "cross-entropy label smoothing, as PyTorch's (0: none)")
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--ema", ema_decay,
+                 "validate on an EMA of the weights with this decay, warmed up as timm's "
+                 "(0: none)")
       ->check(CLI::Range(0.0, 1.0));
   app.add_option("--threads", threads, "intra-op threads (0: LibTorch's default)");
   app.add_option("--workers", workers, "data loader threads building batches ahead")
@@ -63,7 +70,7 @@ int main(int argc, char** argv) {
   bool lr_find = false;
   app.add_flag("--lr-find", lr_find,
                "run the learning-rate range test instead of training: the curve in "
-               "<runs-dir>/lr_find.csv and a suggested --max-lr");
+               "<runs-dir>/lr_find.csv and <runs-dir>/report.html, and a suggested --max-lr");
   CLI11_PARSE(app, argc, argv);
   if (threads > 0) torch::set_num_threads(threads);
   if (csv.empty()) csv = runs_dir + "/log.csv";
@@ -114,8 +121,13 @@ int main(int argc, char** argv) {
             finders::lr_find(trainer, task::Classification{.label_smoothing = label_smoothing},
                              train_batches, {.min_lr = 1e-6, .max_lr = 1.0, .num_steps = 100});
         r.write_csv(runs_dir + "/lr_find.csv");
-        std::printf("lr_find: %zu steps%s, curve in %s/lr_find.csv\n", r.lrs.size(),
-                    r.diverged ? " (stopped: the loss diverged)" : "", runs_dir.c_str());
+        callbacks::RunReport report({.path = runs_dir + "/report.html",
+                                     .title = "trainkit demo: learning-rate range test"});
+        report.add_figure(r.figure());
+        report.write();
+        std::printf("lr_find: %zu steps%s, curve in %s/lr_find.csv and %s/report.html\n",
+                    r.lrs.size(), r.diverged ? " (stopped: the loss diverged)" : "",
+                    runs_dir.c_str(), runs_dir.c_str());
         if (r.suggestion) std::printf("suggested --max-lr %.3g\n", *r.suggestion);
       };
       model_name == "cnn" ? find(SmallCnn()) : find(LinearModel());
@@ -151,8 +163,13 @@ int main(int argc, char** argv) {
             callbacks::RunReport({.path = runs_dir + "/report.html", .title = "trainkit demo"}),
             extra...);
       };
-      if (profile.empty()) return fit();
-      return fit(callbacks::Profiler(
+      auto fit_ema = [&](auto... extra) {
+        if (ema_decay == 0) return fit(std::move(extra)...);
+        return fit(callbacks::Ema({.decay = ema_decay, .warmup = true, .validate = true}),
+                   std::move(extra)...);
+      };
+      if (profile.empty()) return fit_ema();
+      return fit_ema(callbacks::Profiler(
           {.first_step = profile_first, .last_step = profile_last, .dir = runs_dir + "/profile"}));
     };
     auto pick_model = [&](auto* parallel, auto* precision) {

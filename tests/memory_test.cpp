@@ -175,3 +175,17 @@ TEST_CASE("checkpoint: the recomputation runs with the forward's autocast, on or
   };
   check_close(fp32(false), fp32(true));
 }
+
+TEST_CASE("CpuMeter: a limit fails allocations past it as a full device does") {
+  memory::CpuMeter meter;
+  const auto kept = torch::empty({1000}, at::kFloat);  // 4000 bytes held
+  meter.set_limit(meter.bytes() + 8000);
+  const auto fits = torch::empty({2000}, at::kFloat);  // exactly up to the limit
+  CHECK(meter.bytes() >= 12000);
+  const auto held = meter.bytes();
+  CHECK_THROWS_WITH_AS(torch::empty({1}, at::kFloat), doctest::Contains("meter's limit"),
+                       c10::OutOfMemoryError);
+  CHECK(meter.bytes() == held);  // nothing counted for the failed allocation
+  meter.set_limit(-1);
+  CHECK(torch::empty({4000}, at::kFloat).numel() == 4000);
+}

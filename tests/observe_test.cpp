@@ -6,15 +6,18 @@
 #include "report_readers.hpp"
 #endif
 #include <trainkit/callbacks.hpp>
+#include <trainkit/finders.hpp>
 #include <trainkit/io.hpp>
 #include <trainkit/trainkit.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -137,6 +140,7 @@ struct Run {
   fs::path dir, events, jsonl, report, profile;
   int64_t steps = 0, epochs = 0;
   std::vector<int64_t> logged_steps;
+  finders::LrFindResult lr_find;  ///< run first, its chart in the report
 };
 
 constexpr int64_t kLogEvery = 2, kHistogramEvery = 4, kProfileFirst = 3, kProfileLast = 6;
@@ -155,12 +159,16 @@ const Run& run_once() {
         model, {.optim = {.lr = 0.05}, .clip = {.max_norm = 1.0}});
     callbacks::TensorBoard tensorboard(
         {.dir = r.dir / "tb", .histogram_every = kHistogramEvery, .hparams = {{"batch", 8.0}}});
+    // The range test puts the trainer back: the run below is as without it.
+    r.lr_find = finders::lr_find(trainer, task::Classification{}, train,
+                                 {.min_lr = 1e-4, .max_lr = 10.0, .num_steps = 30});
+    callbacks::RunReport report({.path = r.dir / "report.html", .title = "observe test"});
+    report.add_figure(r.lr_find.figure());
     const auto result = trainer.fit(
         task::Classification{}, train, {.epochs = 3, .val_data = train, .log_every = kLogEvery},
         callbacks::Throughput({.flops_per_sample = flops, .peak_flops = 1e12}),
         callbacks::LrMonitor({.per_epoch = true}), tensorboard,  // an lvalue: used in place
-        callbacks::JsonLines({.path = r.dir / "log.jsonl"}),
-        callbacks::RunReport({.path = r.dir / "report.html", .title = "observe test"}),
+        callbacks::JsonLines({.path = r.dir / "log.jsonl"}), report,
         callbacks::Profiler(
             {.first_step = kProfileFirst, .last_step = kProfileLast, .dir = r.dir / "profile"}));
     r.events = tensorboard.file();
@@ -335,8 +343,8 @@ TEST_CASE("RunReport: well-formed, one SVG per chart, one point per logged step"
   std::map<std::string, const Element*> charts;
   for (const auto* s : svgs) charts[s->attributes.at("data-chart")] = s;
   CHECK(svgs.size() == charts.size());
-  for (const char* name : {"loss", "lr", "grad_norm", "samples_per_s", "steps_per_s", "flops_per_s",
-                           "mfu", "val_accuracy (epoch)", "lr (epoch)"}) {
+  for (const char* name : {"lr_find", "loss", "lr", "grad_norm", "samples_per_s", "steps_per_s",
+                           "flops_per_s", "mfu", "val_accuracy (epoch)", "lr (epoch)"}) {
     CHECK_MESSAGE(charts.count(name) == 1, name);
   }
   for (const auto& [name, svg] : charts) {
@@ -350,10 +358,27 @@ TEST_CASE("RunReport: well-formed, one SVG per chart, one point per logged step"
       const auto& series = line->attributes.at("data-series");
       const bool per_epoch =
           series == "train_loss" || series == "val_loss" || name.ends_with("(epoch)");
-      CHECK_MESSAGE(n == (per_epoch ? size_t(run.epochs) : run.logged_steps.size()),
-                    name << " / " << series);
+      const size_t expected = name == "lr_find" ? run.lr_find.lrs.size()
+                              : per_epoch       ? size_t(run.epochs)
+                                                : run.logged_steps.size();
+      CHECK_MESSAGE(n == expected, name << " / " << series);
     }
   }
+  // The range test's chart: its suggestion marked where the curve has it.
+  const auto& lr = run.lr_find;
+  REQUIRE(lr.suggestion.has_value());
+  const auto mark = find_all(*charts.at("lr_find"), "line");
+  REQUIRE(mark.size() == 1);
+  CHECK(mark[0]->attributes.at("data-mark") == "suggestion");
+  std::istringstream points(
+      find_all(*charts.at("lr_find"), "polyline")[0]->attributes.at("points"));
+  std::vector<std::string> xs;
+  for (std::string p; points >> p;) xs.push_back(p.substr(0, p.find(',')));
+  const auto at = std::find(lr.lrs.begin(), lr.lrs.end(), *lr.suggestion) - lr.lrs.begin();
+  REQUIRE(size_t(at) < xs.size());
+  CHECK(mark[0]->attributes.at("x1") == xs[size_t(at)]);
+  CHECK(std::stod(xs.front()) < std::stod(xs.back()));  // lr grows to the right
+
   std::vector<const Element*> tables;
   find_all(root, "table", tables);
   CHECK(tables.size() == 2);  // final figures, configuration

@@ -7,6 +7,8 @@
 // atomically at each epoch end, at the end of fit and on an exception (the
 // report then says why the run stopped). Its series are part of checkpoints,
 // so a resumed run's report shows the whole run. Main process only.
+// Figures from outside the fit (a learning-rate range test's curve, say)
+// are added with add_figure and come first; they are not checkpointed.
 //
 // Charts are placed at fixed positions (`left`/`top` in each <svg>'s style)
 // so that a reader, or a test with a screenshot, finds them without a layout
@@ -20,6 +22,7 @@
 #include <exception>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -39,6 +42,17 @@ class RunReport {
     std::string title = "trainkit run";
   };
   static constexpr int kChartWidth = 560, kChartHeight = 260, kGap = 20, kTop = 90;
+  using Series = std::vector<std::pair<double, double>>;  ///< (x, y) points
+
+  /// A chart of named (x, y) series, with an optional marked x.
+  struct Figure {
+    std::string title;
+    std::string x_label = "step";
+    bool log_x = false;
+    std::vector<std::pair<std::string, Series>> lines;
+    std::optional<double> mark_x;  ///< a dashed vertical line, labelled with its x
+    std::string mark_label = "x";
+  };
 
   RunReport() : RunReport(Options{}) {}
   explicit RunReport(Options o) : options_(std::move(o)) {
@@ -60,13 +74,14 @@ class RunReport {
   void on_step_end(TrainState& state) {
     if (!main_ || !state.should_log()) return;
     for (const auto& [name, value] : state.logged_values()) {
-      steps_[name].emplace_back(state.step, value);
+      steps_[name].emplace_back(double(state.step), value);
     }
   }
 
   void on_epoch_end(TrainState& state) {
     if (!main_) return;
-    for (const auto& [name, value] : state.metrics) epochs_[name].emplace_back(state.step, value);
+    for (const auto& [name, value] : state.metrics)
+      epochs_[name].emplace_back(double(state.step), value);
     summary_ = {{"epochs", double(state.epoch + 1)},
                 {"steps", double(state.step)},
                 {"samples", double(state.samples_seen)}};
@@ -95,6 +110,11 @@ class RunReport {
 
   const std::filesystem::path& path() const { return options_.path; }
 
+  /// Adds a chart before the run's own (kept until the report goes).
+  void add_figure(Figure figure) { figures_.push_back(std::move(figure)); }
+  /// Writes the report now (atomically), as the hooks do.
+  void write() const { io::write_file_atomically(options_.path, html()); }
+
   /// The series as [n, 2] tensors of (step, value), and the time so far.
   StateDict state_dict() const {
     StateDict d;
@@ -102,7 +122,7 @@ class RunReport {
       for (const auto& [name, series] : all) {
         auto t = at::empty({int64_t(series.size()), 2}, at::kDouble);
         for (size_t i = 0; i < series.size(); ++i) {
-          t[int64_t(i)][0] = double(series[i].first);
+          t[int64_t(i)][0] = series[i].first;
           t[int64_t(i)][1] = series[i].second;
         }
         d.tensors[std::string(kind) + "/" + name] = t;
@@ -125,8 +145,7 @@ class RunReport {
       auto& series = (kind == "step" ? steps : epochs)[key.substr(slash + 1)];
       const auto cpu = t.contiguous();
       const double* p = cpu.data_ptr<double>();
-      for (int64_t i = 0; i < cpu.size(0); ++i)
-        series.emplace_back(int64_t(p[2 * i]), p[2 * i + 1]);
+      for (int64_t i = 0; i < cpu.size(0); ++i) series.emplace_back(p[2 * i], p[2 * i + 1]);
     }
     const double elapsed = d.value<double>("seconds");
     steps_ = std::move(steps);
@@ -136,7 +155,6 @@ class RunReport {
 
  private:
   using clock = std::chrono::steady_clock;
-  using Series = std::vector<std::pair<int64_t, double>>;
   struct Line {
     std::string name;
     const Series* points;
@@ -145,6 +163,7 @@ class RunReport {
   struct Chart {
     std::string title;
     std::vector<Line> lines;
+    const Figure* figure = nullptr;  // its axis and mark, when it is one
   };
 
   static std::string escape(const std::string& s) { return detail::html::escape(s); }
@@ -154,6 +173,11 @@ class RunReport {
 
   std::vector<Chart> charts() const {
     std::vector<Chart> out;
+    for (const auto& figure : figures_) {
+      Chart chart{figure.title, {}, &figure};
+      for (const auto& [name, points] : figure.lines) chart.lines.push_back({name, &points, false});
+      out.push_back(std::move(chart));
+    }
     Chart loss{"loss", {}};
     if (const auto it = steps_.find("loss"); it != steps_.end())
       loss.lines.push_back({"loss", &it->second, false});
@@ -185,19 +209,27 @@ class RunReport {
     constexpr int pad_left = 72, pad_right = 16, pad_top = 30, pad_bottom = 36;
     constexpr int plot_w = kChartWidth - pad_left - pad_right;
     constexpr int plot_h = kChartHeight - pad_top - pad_bottom;
+    const bool log_x = chart.figure && chart.figure->log_x;
+    const auto axis_x = [&](double x) { return log_x ? std::log10(x) : x; };
+    const auto drawn = [&](double x, double y) {
+      return std::isfinite(y) && std::isfinite(axis_x(x));  // log axis: x > 0
+    };
     double x0 = 1e300, x1 = -1e300, y0 = 1e300, y1 = -1e300;
     for (const auto& line : chart.lines) {
       for (const auto& [x, y] : *line.points) {
-        x0 = std::min(x0, double(x)), x1 = std::max(x1, double(x));
-        if (std::isfinite(y)) y0 = std::min(y0, y), y1 = std::max(y1, y);
+        if (!drawn(x, y)) continue;
+        x0 = std::min(x0, axis_x(x)), x1 = std::max(x1, axis_x(x));
+        y0 = std::min(y0, y), y1 = std::max(y1, y);
       }
     }
     if (x0 > x1) x0 = 0, x1 = 1;
     if (x1 == x0) x0 -= 1, x1 += 1;
     const auto range = detail::html::value_range(y0, y1);  // none: [0, 1]
     y0 = range.lo, y1 = range.hi;
-    auto px = [&](double x) { return pad_left + (x - x0) / (x1 - x0) * plot_w; };
+    auto px = [&](double x) { return pad_left + (axis_x(x) - x0) / (x1 - x0) * plot_w; };
     auto py = [&](double y) { return pad_top + (y1 - y) / (y1 - y0) * plot_h; };
+    const auto x_value = [&](double axis) { return log_x ? std::pow(10.0, axis) : axis; };
+    const char* x_format = chart.figure ? "%.3g" : "%.0f";
 
     using detail::html::text;
     std::string s = detail::html::chart_open(chart.title, left, top, kChartWidth, kChartHeight);
@@ -206,22 +238,32 @@ class RunReport {
     s += text(pad_left - 6, pad_top + 10, num(y1), "text-anchor=\"end\"");
     s += text(pad_left - 6, pad_top + plot_h, num(y0), "text-anchor=\"end\"");
     const int axis_y = pad_top + plot_h + 16;
-    s += text(pad_left, axis_y, num(x0, "%.0f"));
-    s += text(pad_left + plot_w, axis_y, "step " + num(x1, "%.0f"), "text-anchor=\"end\"");
+    s += text(pad_left, axis_y, num(x_value(x0), x_format));
+    s += text(pad_left + plot_w, axis_y,
+              (chart.figure ? chart.figure->x_label : "step") + " " + num(x_value(x1), x_format),
+              "text-anchor=\"end\"");
+    if (chart.figure && chart.figure->mark_x && drawn(*chart.figure->mark_x, 0)) {
+      const auto& f = *chart.figure;
+      const auto x = num(px(*f.mark_x), "%.1f");
+      s += "<line data-mark=\"" + escape(f.mark_label) + "\" x1=\"" + x + "\" x2=\"" + x +
+           "\" y1=\"" + std::to_string(pad_top) + "\" y2=\"" + std::to_string(pad_top + plot_h) +
+           "\" stroke=\"#555555\" stroke-dasharray=\"4 3\"/>\n";
+      s += text(px(*f.mark_x) + 4, pad_top + 14, f.mark_label + " " + num(*f.mark_x));
+    }
     int legend_x = pad_left + 24 + 8 * int(chart.title.size());
     for (size_t i = 0; i < chart.lines.size(); ++i) {
       const auto& line = chart.lines[i];
       const char* color = colors[i % 4];
       std::string points;
       for (const auto& [x, y] : *line.points) {
-        if (std::isfinite(y)) points += detail::html::point(px(double(x)), py(y));
+        if (drawn(x, y)) points += detail::html::point(px(x), py(y));
       }
       s += "<polyline data-series=\"" + escape(line.name) + "\" fill=\"none\" stroke=\"" + color +
            "\" stroke-width=\"2\" points=\"" + points + "\"/>\n";
       if (line.markers) {
         for (const auto& [x, y] : *line.points) {
-          if (std::isfinite(y))
-            s += "<circle cx=\"" + num(px(double(x)), "%.1f") + "\" cy=\"" + num(py(y), "%.1f") +
+          if (drawn(x, y))
+            s += "<circle cx=\"" + num(px(x), "%.1f") + "\" cy=\"" + num(py(y), "%.1f") +
                  "\" r=\"3\" fill=\"" + color + "\"/>\n";
         }
       }
@@ -267,7 +309,6 @@ class RunReport {
             "</table>\n</section>\n");
   }
 
-  void write() const { io::write_file_atomically(options_.path, html()); }
   double seconds() const {
     return earlier_seconds_ + std::chrono::duration<double>(clock::now() - start_).count();
   }
@@ -280,6 +321,7 @@ class RunReport {
   std::map<std::string, std::string> config_;
   std::map<std::string, Series> steps_, epochs_;
   std::map<std::string, double> summary_;
+  std::vector<Figure> figures_;
 };
 
 }  // namespace trainkit::callbacks

@@ -4,9 +4,11 @@
 // (exponentially or linearly), the loss smoothed by a debiased moving
 // average, a stop when it diverges, and a suggestion where the smoothed loss
 // falls fastest. The model, the optimizer, the precision policy's state and
-// the random generators are put back afterwards, bit for bit.
+// the random generators are put back afterwards, bit for bit. The curve goes
+// to a CSV file or, as a chart, into a callbacks::RunReport.
 #include <torch/types.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
@@ -16,9 +18,10 @@
 #include <string>
 #include <vector>
 
+#include "trainkit/callbacks/run_report.hpp"
 #include "trainkit/concepts.hpp"
-#include "trainkit/detail/checkpoint_parts.hpp"
 #include "trainkit/error.hpp"
+#include "trainkit/finders/detail/snapshot.hpp"
 #include "trainkit/io/atomic_file.hpp"
 #include "trainkit/state.hpp"
 #include "trainkit/trainer.hpp"
@@ -34,6 +37,9 @@ struct LrFindOptions {
   double divergence = 4.0;  ///< stop once the smoothed loss exceeds this x the best (0: never)
   int64_t skip_begin = 10;  ///< points left out of the suggestion at the start...
   int64_t skip_end = 1;     ///< ...and at the end, as Lightning's defaults
+  /// Suggest only up to the smoothed loss's minimum: a fall after it is the
+  /// recovery from a blow-up, not a rate to train at (Lightning: false).
+  bool up_to_minimum = true;
 };
 
 struct LrFindResult {
@@ -42,6 +48,22 @@ struct LrFindResult {
   std::vector<double> raw;     ///< the step's loss as the task returned it
   std::optional<double> suggestion;
   bool diverged = false;
+  bool exponential = true;  ///< the sweep's kind: the chart's lr axis is logarithmic
+
+  /// The smoothed loss against the learning rate with the suggestion
+  /// marked, for callbacks::RunReport::add_figure.
+  callbacks::RunReport::Figure figure() const {
+    callbacks::RunReport::Figure f;
+    f.title = "lr_find";
+    f.x_label = "lr";
+    f.log_x = exponential;
+    callbacks::RunReport::Series points;
+    for (size_t i = 0; i < lrs.size(); ++i) points.emplace_back(lrs[i], losses[i]);
+    f.lines.emplace_back("smoothed loss", std::move(points));
+    f.mark_x = suggestion;
+    f.mark_label = "suggestion";
+    return f;
+  }
 
   /// lr,loss,raw_loss per step, written atomically.
   void write_csv(const std::filesystem::path& path) const {
@@ -64,11 +86,11 @@ inline double sweep_lr(const LrFindOptions& o, int64_t k) {
 
 /// Where the smoothed loss falls fastest: the smallest unit-step gradient
 /// (torch.gradient: central differences inside, one-sided at the ends) of the
-/// finite losses between skip_begin and skip_end. Nothing when fewer than two
-/// points remain.
+/// finite losses between skip_begin and skip_end, and with `up_to_minimum`
+/// not after the smallest of them. Nothing when fewer than two points remain.
 inline std::optional<double> suggest_lr(const std::vector<double>& lrs,
                                         const std::vector<double>& losses, int64_t skip_begin,
-                                        int64_t skip_end) {
+                                        int64_t skip_end, bool up_to_minimum = true) {
   std::vector<double> l, lr;
   for (int64_t i = skip_begin; i < int64_t(losses.size()) - skip_end; ++i) {
     if (!std::isfinite(losses[size_t(i)])) continue;
@@ -76,9 +98,11 @@ inline std::optional<double> suggest_lr(const std::vector<double>& lrs,
     lr.push_back(lrs[size_t(i)]);
   }
   if (l.size() < 2) return std::nullopt;
+  const size_t last =
+      up_to_minimum ? size_t(std::min_element(l.begin(), l.end()) - l.begin()) : l.size() - 1;
   size_t best = 0;
   double steepest = std::numeric_limits<double>::infinity();
-  for (size_t i = 0; i < l.size(); ++i) {
+  for (size_t i = 0; i <= last; ++i) {
     const double g = i == 0              ? l[1] - l[0]
                      : i + 1 == l.size() ? l[i] - l[i - 1]
                                          : (l[i + 1] - l[i - 1]) / 2;
@@ -99,6 +123,9 @@ struct LrSweep {
   double average = 0, best = std::numeric_limits<double>::infinity();
 
   void on_fit_begin(TrainState&) { trainer->optimizer().set_lr(sweep_lr(options, 0)); }
+  void on_epoch_end(TrainState& state) {
+    if (state.step == 0) state.request_stop("lr_find: the data gave no batch");
+  }
   void on_step_end(TrainState& state) {
     const int64_t k = state.step - 1;  // the step just taken
     const double loss = state.loss();
@@ -132,47 +159,6 @@ inline void check(const LrFindOptions& o) {
                  "skip_begin and skip_end >= 0");
 }
 
-/// A copy of what training changes, put back by restore().
-template <class TrainerT>
-class Snapshot {
- public:
-  explicit Snapshot(TrainerT& t) : trainer_(t) {
-    torch::NoGradGuard no_grad;
-    for (const auto& g : t.flat_params().groups()) params_.push_back(g.data.clone());
-    for (const auto& b : t.model().buffers()) buffers_.push_back(b.clone());
-    if constexpr (HasStateDict<std::remove_reference_t<decltype(t.optimizer())>>)
-      optim_ = cloned(t.optimizer().state_dict());
-    if constexpr (HasStateDict<std::remove_reference_t<decltype(t.precision())>>)
-      precision_ = cloned(t.precision().state_dict());
-    lr_ = t.optimizer().lr();
-    rng_ = trainkit::detail::RngPart{}.state_dict();  // dropout draws as if no sweep ran
-  }
-  void restore() {
-    torch::NoGradGuard no_grad;
-    auto groups = trainer_.flat_params().groups();
-    for (size_t i = 0; i < params_.size(); ++i) groups[i].data.copy_(params_[i]);
-    const auto buffers = trainer_.model().buffers();
-    for (size_t i = 0; i < buffers_.size(); ++i) buffers[i].copy_(buffers_[i]);
-    if constexpr (HasStateDict<std::remove_reference_t<decltype(trainer_.optimizer())>>)
-      trainer_.optimizer().load_state_dict(optim_);
-    if constexpr (HasStateDict<std::remove_reference_t<decltype(trainer_.precision())>>)
-      trainer_.precision().load_state_dict(precision_);
-    trainer_.optimizer().set_lr(lr_);
-    trainkit::detail::RngPart{}.load_state_dict(rng_);
-    trainer_.flat_params().zero_grad();
-  }
-
- private:
-  static StateDict cloned(StateDict d) {
-    for (auto& [name, t] : d.tensors) t = t.detach().clone();
-    return d;
-  }
-  TrainerT& trainer_;
-  std::vector<at::Tensor> params_, buffers_;
-  StateDict optim_, precision_, rng_;
-  double lr_ = 0;
-};
-
 }  // namespace detail
 
 /// Runs the range test on `trainer` over `data` (repeated as needed) and puts
@@ -183,6 +169,7 @@ LrFindResult lr_find(TrainerT& trainer, TaskT&& task, TrainData&& data,
                      const LrFindOptions& options = {}) {
   detail::check(options);
   LrFindResult result;
+  result.exponential = options.exponential;
   detail::Snapshot<TrainerT> snapshot(trainer);
   try {
     trainer.fit(std::forward<TaskT>(task), std::forward<TrainData>(data),
@@ -195,7 +182,9 @@ LrFindResult lr_find(TrainerT& trainer, TaskT&& task, TrainData&& data,
     throw;
   }
   snapshot.restore();
-  result.suggestion = suggest_lr(result.lrs, result.losses, options.skip_begin, options.skip_end);
+  if (result.lrs.empty()) throw Error("trainkit: lr_find: the training data gave no batch");
+  result.suggestion = suggest_lr(result.lrs, result.losses, options.skip_begin, options.skip_end,
+                                 options.up_to_minimum);
   return result;
 }
 

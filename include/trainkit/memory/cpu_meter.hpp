@@ -1,11 +1,14 @@
 #pragma once
 // memory::CpuMeter: how many bytes CPU tensors hold, now and at the peak,
-// while it exists. LibTorch's CPU allocator keeps no statistics (CUDA's
-// caching allocator does), so the meter puts a counting allocator in front
-// of the current one and takes it out again when it goes. Tensors allocated
-// while it counted are uncounted when freed, whenever that is.
+// while it exists, and optionally a limit past which allocations fail as a
+// device's do when it is full (c10::OutOfMemoryError). LibTorch's CPU
+// allocator keeps no statistics (CUDA's caching allocator does), so the
+// meter puts a counting allocator in front of the current one and takes it
+// out again when it goes. Tensors allocated while it counted are uncounted
+// when freed, whenever that is.
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
+#include <c10/util/Exception.h>
 
 #include <algorithm>
 #include <atomic>
@@ -33,6 +36,12 @@ class CountingAllocator final : public c10::Allocator {
     return *a;
   }
   c10::DataPtr allocate(size_t n) TRAINKIT_ALLOCATE_CONST override {
+    const int64_t limit = limit_.load();
+    if (limit >= 0 && now_.load() + static_cast<int64_t>(n) > limit) {
+      TORCH_CHECK_WITH(OutOfMemoryError, false, "trainkit: memory::CpuMeter: allocating ", n,
+                       " bytes would go past the meter's limit of ", limit - limit_base_.load(),
+                       " bytes (", now_.load() - limit_base_.load(), " held)");
+    }
     auto inner = base_->allocate(n);
     void* data = inner.get();
     const auto device = inner.device();
@@ -58,6 +67,11 @@ class CountingAllocator final : public c10::Allocator {
   void reset_peak() {
     peak_.store(now_.load());
   }
+  /// Allocations past `base + bytes` held fail; a negative `bytes`: none do.
+  void set_limit(int64_t base, int64_t bytes) {
+    limit_base_.store(base);
+    limit_.store(bytes < 0 ? -1 : base + bytes);
+  }
   c10::Allocator* base() const {
     return base_;
   }
@@ -76,7 +90,8 @@ class CountingAllocator final : public c10::Allocator {
     delete held;  // frees through the inner allocator's deleter
   }
   c10::Allocator* base_ = nullptr;
-  mutable std::atomic<int64_t> now_{0}, peak_{0};  // allocate() is const before LibTorch 2.3
+  // allocate() is const before LibTorch 2.3
+  mutable std::atomic<int64_t> now_{0}, peak_{0}, limit_{-1}, limit_base_{0};
 };
 #undef TRAINKIT_ALLOCATE_CONST
 
@@ -94,7 +109,10 @@ class CpuMeter {
     counter_.reset_peak();
     c10::SetCPUAllocator(&counter_, kPriority);
   }
-  ~CpuMeter() { c10::SetCPUAllocator(counter_.base(), kPriority); }
+  ~CpuMeter() {
+    counter_.set_limit(0, -1);
+    c10::SetCPUAllocator(counter_.base(), kPriority);
+  }
   CpuMeter(const CpuMeter&) = delete;
   CpuMeter& operator=(const CpuMeter&) = delete;
 
@@ -104,6 +122,11 @@ class CpuMeter {
   int64_t peak_bytes() const { return std::max<int64_t>(0, counter_.peak() - start_); }
   /// Starts the peak again from the bytes held now.
   void reset_peak() { counter_.reset_peak(); }
+  /// From now on an allocation that would take bytes() past `bytes` throws
+  /// c10::OutOfMemoryError instead (a negative `bytes`: no limit, the
+  /// default). Checked before each allocation, so threads allocating at
+  /// once can pass it together by at most their requests.
+  void set_limit(int64_t bytes) { counter_.set_limit(start_, bytes); }
 
  private:
   // Above the default allocator's registration (0), so it takes effect; the

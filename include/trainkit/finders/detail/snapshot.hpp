@@ -1,0 +1,57 @@
+#pragma once
+// What a finder's trial runs change in a trainer, copied before and put
+// back after: parameters, buffers, optimizer and precision state, the
+// learning rate and the random generators.
+#include <torch/types.h>
+
+#include <type_traits>
+#include <vector>
+
+#include "trainkit/concepts.hpp"
+#include "trainkit/detail/checkpoint_parts.hpp"
+#include "trainkit/state_dict.hpp"
+
+namespace trainkit::finders::detail {
+
+/// A copy of what training changes, put back by restore().
+template <class TrainerT>
+class Snapshot {
+ public:
+  explicit Snapshot(TrainerT& t) : trainer_(t) {
+    torch::NoGradGuard no_grad;
+    for (const auto& g : t.flat_params().groups()) params_.push_back(g.data.clone());
+    for (const auto& b : t.model().buffers()) buffers_.push_back(b.clone());
+    if constexpr (HasStateDict<std::remove_reference_t<decltype(t.optimizer())>>)
+      optim_ = cloned(t.optimizer().state_dict());
+    if constexpr (HasStateDict<std::remove_reference_t<decltype(t.precision())>>)
+      precision_ = cloned(t.precision().state_dict());
+    lr_ = t.optimizer().lr();
+    rng_ = trainkit::detail::RngPart{}.state_dict();  // dropout draws as if no sweep ran
+  }
+  void restore() {
+    torch::NoGradGuard no_grad;
+    auto groups = trainer_.flat_params().groups();
+    for (size_t i = 0; i < params_.size(); ++i) groups[i].data.copy_(params_[i]);
+    const auto buffers = trainer_.model().buffers();
+    for (size_t i = 0; i < buffers_.size(); ++i) buffers[i].copy_(buffers_[i]);
+    if constexpr (HasStateDict<std::remove_reference_t<decltype(trainer_.optimizer())>>)
+      trainer_.optimizer().load_state_dict(optim_);
+    if constexpr (HasStateDict<std::remove_reference_t<decltype(trainer_.precision())>>)
+      trainer_.precision().load_state_dict(precision_);
+    trainer_.optimizer().set_lr(lr_);
+    trainkit::detail::RngPart{}.load_state_dict(rng_);
+    trainer_.flat_params().zero_grad();
+  }
+
+ private:
+  static StateDict cloned(StateDict d) {
+    for (auto& [name, t] : d.tensors) t = t.detach().clone();
+    return d;
+  }
+  TrainerT& trainer_;
+  std::vector<at::Tensor> params_, buffers_;
+  StateDict optim_, precision_, rng_;
+  double lr_ = 0;
+};
+
+}  // namespace trainkit::finders::detail
