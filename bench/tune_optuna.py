@@ -53,6 +53,8 @@ def make_sampler(name, seed):
         return optuna.samplers.RandomSampler(seed=seed)
     if name == "optuna_gp":
         return optuna.samplers.GPSampler(seed=seed)
+    if name == "optuna_qmc":  # scrambled Halton, Optuna's default QMC (needs SciPy)
+        return optuna.samplers.QMCSampler(qmc_type="halton", scramble=True, seed=seed)
     raise SystemExit(f"unknown sampler {name}")
 
 
