@@ -165,6 +165,21 @@ TEST_CASE("a checkpoint carries the CUDA RNG: dropout on CUDA resumes bitwise") 
   for (size_t i = 0; i < a.size(); ++i) CHECK(torch::equal(a[i], b[i]));
 }
 
+TEST_CASE("SGD's momentum loaded from CPU tensors stays on the parameters' device") {
+  REQUIRE_CUDA();
+  using T = Trainer<optim::SGD>;
+  torch::manual_seed(3);
+  T trainer(DropNet(),
+            T::Options{.optim = {.lr = 1e-2, .momentum = 0.9}, .parallel = {.device = cuda}});
+  const auto data = batches(4);
+  trainer.fit(task::Classification{}, data, {.epochs = 1});
+  auto state = trainer.optimizer().state_dict();  // as a checkpoint file gives it back
+  for (auto& [name, t] : state.tensors) t = t.cpu();
+  trainer.optimizer().load_state_dict(state);
+  for (const auto& m : trainer.optimizer().momentum_buffers()) CHECK(m.device() == cuda);
+  trainer.fit(task::Classification{}, data, {.epochs = 1});  // and the next steps run
+}
+
 TEST_CASE("NCCL with one rank: DDP trains exactly as one device") {
   REQUIRE_CUDA();
   using Single = Trainer<optim::SGD, sched::Constant>;

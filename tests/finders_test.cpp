@@ -4,7 +4,9 @@
 // equals a fit without it). The batch-size finder: against a CPU memory
 // budget, the largest batch that fits and the smallest that does not differ
 // by one; the other modes, the data running short, errors.
+#include <trainkit/data.hpp>
 #include <trainkit/finders.hpp>
+#include <trainkit/memory.hpp>
 #include <trainkit/trainkit.hpp>
 
 #include <algorithm>
@@ -74,6 +76,9 @@ TEST_CASE("lr_find: the suggestion is where the planted curve falls fastest") {
   }
   CHECK(finders::suggest_lr(lrs, losses, 10, 1) == lrs[30]);
   CHECK(finders::suggest_lr(lrs, losses, 10, 1, /*up_to_minimum=*/false) > lrs[80]);
+  // A loss that only rises has no rate to suggest.
+  for (int i = 0; i < 100; ++i) losses[size_t(i)] = double(i);
+  CHECK_FALSE(finders::suggest_lr(lrs, losses, 10, 1).has_value());
 }
 
 TEST_CASE("lr_find: a run stops on divergence and leaves the trainer as it was") {
@@ -249,6 +254,54 @@ TEST_CASE("scale_batch_size: too big a start halves, the data running short caps
   CHECK(chosen->samples_per_s == best);
 }
 
+TEST_CASE("scale_batch_size: with a Loader, a budget met while a batch is built does not fit") {
+  // A worker that runs out wraps the error in its own (the Loader's); it is
+  // still an out-of-memory error. And a drop_last loader past its data gives
+  // no batch: the largest size that gave one is the answer.
+  auto trainer = wide_trainer();
+  auto gen = data::generator(9);
+  const auto x = at::randn({4096, 8}, gen);
+  const data::TensorDataset set{x, x.sum(1, true)};
+  for (const int64_t workers : {0, 2}) {
+    CAPTURE(workers);
+    const auto found =
+        finders::scale_batch_size(*trainer, task::Regression{},
+                                  [&](int64_t b) {
+                                    return data::Loader(set, data::SequentialSampler(set.size()),
+                                                        {.batch_size = b, .workers = workers});
+                                  },
+                                  {.init_batch_size = 16, .cpu_memory_budget = 1 << 20});
+    CHECK(found.batch_size > 16);
+    CHECK(found.batch_size < 4096);
+    CHECK_FALSE(std::all_of(found.trials.begin(), found.trials.end(),
+                            [](const auto& t) { return t.fits; }));
+  }
+  {  // a worker's out-of-memory error arrives wrapped in the Loader's
+    data::Loader loader(set, data::SequentialSampler(set.size()), {.batch_size = 64, .workers = 2});
+    memory::CpuMeter meter;
+    meter.set_limit(0);
+    std::string what;
+    try {
+      for (auto&& batch : loader) (void)batch;
+    } catch (const Error& e) {
+      what = e.what();
+      CHECK(finders::is_out_of_memory(e));
+    }
+    CHECK(what.find("loading batch") != std::string::npos);
+  }
+  const data::TensorDataset forty{x.slice(0, 0, 40), x.slice(0, 0, 40).sum(1, true)};
+  const auto capped =
+      finders::scale_batch_size(*trainer, task::Regression{},
+                                [&](int64_t b) {
+                                  return data::Loader(forty, data::SequentialSampler(40),
+                                                      {.batch_size = b, .drop_last = true});
+                                },
+                                {.init_batch_size = 16});
+  CHECK(capped.batch_size == 32);
+  REQUIRE(capped.trials.size() == 3);  // 16, 32, then 64: no batch
+  CHECK(capped.trials.back().samples_per_batch == 0);
+}
+
 TEST_CASE("scale_batch_size: errors name what is wrong, and other errors pass through") {
   auto trainer = wide_trainer();
   const auto before = trainer->flat_params().groups()[0].data.clone();
@@ -256,6 +309,12 @@ TEST_CASE("scale_batch_size: errors name what is wrong, and other errors pass th
   CHECK_THROWS_WITH_AS(
       finders::scale_batch_size(*trainer, task::Regression{}, make, {.cpu_memory_budget = 64}),
       doctest::Contains("not even a batch of 1 fits"), Error);
+  CHECK_THROWS_WITH_AS(
+      finders::scale_batch_size(
+          *trainer, task::Regression{}, make,
+          {.init_batch_size = 4096, .max_trials = 2, .cpu_memory_budget = 1 << 20}),
+      doctest::Contains("no batch size fitted within max_trials = 2 (the smallest tried: 2048)"),
+      Error);
   CHECK_THROWS_WITH_AS(finders::scale_batch_size(*trainer, task::Regression{}, make,
                                                  {.init_batch_size = 8, .max_batch_size = 4}),
                        doctest::Contains("scale_batch_size.max_batch_size"), Error);

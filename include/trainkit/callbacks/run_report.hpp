@@ -217,9 +217,9 @@ class RunReport {
     double x0 = 1e300, x1 = -1e300, y0 = 1e300, y1 = -1e300;
     for (const auto& line : chart.lines) {
       for (const auto& [x, y] : *line.points) {
-        if (!drawn(x, y)) continue;
+        if (!std::isfinite(axis_x(x))) continue;  // the axis spans steps whose value is NaN too
         x0 = std::min(x0, axis_x(x)), x1 = std::max(x1, axis_x(x));
-        y0 = std::min(y0, y), y1 = std::max(y1, y);
+        if (std::isfinite(y)) y0 = std::min(y0, y), y1 = std::max(y1, y);
       }
     }
     if (x0 > x1) x0 = 0, x1 = 1;

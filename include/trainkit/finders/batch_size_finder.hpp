@@ -7,7 +7,8 @@
 // user gives, enforced by a memory::CpuMeter whose limit fails allocations
 // the same way. The throughput mode grows the same way and picks the size
 // with the most samples per second. The trainer is put back afterwards (and
-// before every trial), bit for bit.
+// before every trial), bit for bit, from a copy kept in CPU memory (a copy
+// on the device would take the memory being measured).
 #include <torch/types.h>
 
 #include <algorithm>
@@ -36,7 +37,7 @@
 namespace trainkit::finders {
 
 enum class BatchSizeMode {
-  power,          ///< the largest power-of-two multiple of init_batch_size that fits
+  power,          ///< the largest init_batch_size x 2^k (or max_batch_size) that fits
   binary_search,  ///< then bisect up to the one that does not: the largest that fits
   throughput,     ///< of the powers of two that fit, the one with the most samples/s
 };
@@ -84,15 +85,17 @@ struct BatchSizeFindResult {
 
 /// Whether `e` says that memory ran out: c10::OutOfMemoryError (CUDA's
 /// caching allocator, a CpuMeter's limit) or the messages of allocation
-/// failures that arrive as other errors (Lightning's list, and the CPU
-/// allocator's).
+/// failures that arrive as other errors (Lightning's list, the CPU
+/// allocator's, and a CpuMeter's limit reported by a data::Loader, which
+/// wraps its workers' errors).
 inline bool is_out_of_memory(const std::exception& e) {
   if (dynamic_cast<const c10::OutOfMemoryError*>(&e) || dynamic_cast<const std::bad_alloc*>(&e))
     return true;
   const std::string_view what = e.what();
   for (const std::string_view needle :
        {"CUDA out of memory.", "CUDA error: out of memory", "CUBLAS_STATUS_ALLOC_FAILED",
-        "cuDNN error: CUDNN_STATUS_NOT_SUPPORTED.", "DefaultCPUAllocator: not enough memory"}) {
+        "cuDNN error: CUDNN_STATUS_NOT_SUPPORTED.", "DefaultCPUAllocator: not enough memory",
+        "memory::CpuMeter: allocating"}) {
     if (what.find(needle) != std::string_view::npos) return true;
   }
   return false;
@@ -108,9 +111,12 @@ struct TrialClock {
   std::chrono::steady_clock::time_point start{};
   int64_t start_samples = 0;
 
+  int64_t steps_before_epoch = 0;
+
   void on_fit_begin(TrainState&) { start = std::chrono::steady_clock::now(); }
-  void on_epoch_end(TrainState& state) {
-    if (state.step == 0) state.request_stop("scale_batch_size: the data gave no batch");
+  void on_epoch_begin(TrainState& state) { steps_before_epoch = state.step; }
+  void on_epoch_end(TrainState& state) {  // data that gives nothing more ends the trial
+    if (state.step == steps_before_epoch) state.request_stop("scale_batch_size: no more batches");
   }
   void on_step_end(TrainState& state) {
     if (state.step == 1)
@@ -183,13 +189,13 @@ BatchSizeFindResult scale_batch_size(TrainerT& trainer, TaskT&& task, MakeData&&
     BatchSizeTrial& trial = result.trials.emplace_back();
     trial.batch_size = batch_size;
     try {
-      auto data = make_data(batch_size);
-      std::optional<memory::CpuMeter> meter;
+      std::optional<memory::CpuMeter> meter;  // the batches count against the budget too
       if (options.cpu_memory_budget > 0) {
         meter.emplace();
         meter->set_limit(options.cpu_memory_budget);
       }
       try {
+        auto data = make_data(batch_size);
         trainer.fit(task, data,
                     {.epochs = std::numeric_limits<int32_t>::max(),
                      .log_every = options.steps_per_trial,
@@ -206,47 +212,59 @@ BatchSizeFindResult scale_batch_size(TrainerT& trainer, TaskT&& task, MakeData&&
       snapshot.restore();
       throw;
     }
-    if (!trial.fits) detail::free_device_cache(trainer.device());
     snapshot.restore();
+    if (!trial.fits) detail::free_device_cache(trainer.device());
     return trial;
   };
 
-  // Growth: doubling while trials fit, halving while they do not.
   int64_t fits = 0, fails = 0;  // the largest size that fit, the smallest that did not
   bool data_ran_short = false;
-  for (int64_t size = options.init_batch_size;
-       int64_t(result.trials.size()) < options.max_trials;) {
-    const auto& trial = run(size);
-    if (trial.fits && trial.samples_per_batch == 0)
-      throw Error("trainkit: scale_batch_size: make_data(" + std::to_string(size) +
+  // A trial that ran: whether the data gave full batches. Fewer samples than
+  // asked (or none, as a drop_last loader past its data gives) mean there is
+  // no larger batch: the largest that ran full is the answer.
+  auto full = [&](const BatchSizeTrial& trial) {
+    if (trial.samples_per_batch == 0 && fits == 0)
+      throw Error("trainkit: scale_batch_size: make_data(" + std::to_string(trial.batch_size) +
                   ") gave no batch");
+    if (trial.samples_per_batch >= trial.batch_size) return true;
+    fits = std::max(fits, trial.samples_per_batch);
+    data_ran_short = true;
+    return false;
+  };
+  auto trials_left = [&] { return int64_t(result.trials.size()) < options.max_trials; };
+
+  // Growth: doubling while trials fit, halving while they do not.
+  for (int64_t size = options.init_batch_size; trials_left();) {
+    const auto& trial = run(size);
     if (trial.fits) {
+      if (!full(trial)) break;
       fits = size;
-      if (trial.samples_per_batch < size) {
-        fits = trial.samples_per_batch, data_ran_short = true;
-        break;
-      }
       if (fails > 0 || size >= options.max_batch_size) break;
-      size = std::min(size * 2, options.max_batch_size);
+      size = size > options.max_batch_size / 2 ? options.max_batch_size : size * 2;
     } else {
       fails = size;
       if (fits > 0 || size == 1) break;
       size /= 2;
     }
   }
-  if (options.mode == BatchSizeMode::binary_search && !data_ran_short) {
-    while (fits > 0 && fails > fits + 1 && int64_t(result.trials.size()) < options.max_trials) {
+  if (options.mode == BatchSizeMode::binary_search) {
+    while (!data_ran_short && fits > 0 && fails > fits + 1 && trials_left()) {
       const int64_t mid = fits + (fails - fits) / 2;
-      if (run(mid).fits) {
-        fits = mid;
-      } else {
+      const auto& trial = run(mid);
+      if (!trial.fits) {
         fails = mid;
+      } else if (full(trial)) {
+        fits = mid;
       }
     }
   }
+  if (fits == 0 && fails == 1)
+    throw Error("trainkit: scale_batch_size: not even a batch of 1 fits: " +
+                result.trials.back().error);
   if (fits == 0)
-    throw Error("trainkit: scale_batch_size: not even a batch of " + std::to_string(fails) +
-                " fits: " + result.trials.back().error);
+    throw Error("trainkit: scale_batch_size: no batch size fitted within max_trials = " +
+                std::to_string(options.max_trials) + " (the smallest tried: " +
+                std::to_string(fails) + "): " + result.trials.back().error);
   result.batch_size = fits;
   if (options.mode == BatchSizeMode::throughput && !data_ran_short) {
     double best = -1;

@@ -87,7 +87,8 @@ inline double sweep_lr(const LrFindOptions& o, int64_t k) {
 /// Where the smoothed loss falls fastest: the smallest unit-step gradient
 /// (torch.gradient: central differences inside, one-sided at the ends) of the
 /// finite losses between skip_begin and skip_end, and with `up_to_minimum`
-/// not after the smallest of them. Nothing when fewer than two points remain.
+/// not after the smallest of them. Nothing when fewer than two points remain
+/// or (with `up_to_minimum`) when the first of them is the smallest.
 inline std::optional<double> suggest_lr(const std::vector<double>& lrs,
                                         const std::vector<double>& losses, int64_t skip_begin,
                                         int64_t skip_end, bool up_to_minimum = true) {
@@ -100,6 +101,7 @@ inline std::optional<double> suggest_lr(const std::vector<double>& lrs,
   if (l.size() < 2) return std::nullopt;
   const size_t last =
       up_to_minimum ? size_t(std::min_element(l.begin(), l.end()) - l.begin()) : l.size() - 1;
+  if (last == 0) return std::nullopt;  // the loss only rose: no rate to suggest
   size_t best = 0;
   double steepest = std::numeric_limits<double>::infinity();
   for (size_t i = 0; i <= last; ++i) {
@@ -123,8 +125,10 @@ struct LrSweep {
   double average = 0, best = std::numeric_limits<double>::infinity();
 
   void on_fit_begin(TrainState&) { trainer->optimizer().set_lr(sweep_lr(options, 0)); }
-  void on_epoch_end(TrainState& state) {
-    if (state.step == 0) state.request_stop("lr_find: the data gave no batch");
+  int64_t steps_before_epoch = 0;
+  void on_epoch_begin(TrainState& state) { steps_before_epoch = state.step; }
+  void on_epoch_end(TrainState& state) {  // data that gives nothing more ends the sweep
+    if (state.step == steps_before_epoch) state.request_stop("lr_find: no more batches");
   }
   void on_step_end(TrainState& state) {
     const int64_t k = state.step - 1;  // the step just taken

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <limits>
 
 #include "trainkit/detail/compat.hpp"
 #include "trainkit/error.hpp"
@@ -36,17 +37,26 @@ class CountingAllocator final : public c10::Allocator {
     return *a;
   }
   c10::DataPtr allocate(size_t n) TRAINKIT_ALLOCATE_CONST override {
+    const auto bytes = static_cast<int64_t>(n);
+    // Counted before the check, so threads allocating at once cannot pass the limit together.
+    const int64_t now = now_.fetch_add(bytes) + bytes;
     const int64_t limit = limit_.load();
-    if (limit >= 0 && now_.load() + static_cast<int64_t>(n) > limit) {
+    if (limit >= 0 && now > limit) {
+      now_.fetch_sub(bytes);
       TORCH_CHECK_WITH(OutOfMemoryError, false, "trainkit: memory::CpuMeter: allocating ", n,
                        " bytes would go past the meter's limit of ", limit - limit_base_.load(),
-                       " bytes (", now_.load() - limit_base_.load(), " held)");
+                       " bytes (", now - bytes - limit_base_.load(), " held)");
     }
-    auto inner = base_->allocate(n);
+    c10::DataPtr inner;
+    try {
+      inner = base_->allocate(n);
+    } catch (...) {
+      now_.fetch_sub(bytes);
+      throw;
+    }
     void* data = inner.get();
     const auto device = inner.device();
-    auto* held = new Held{std::move(inner), static_cast<int64_t>(n)};
-    const int64_t now = now_.fetch_add(held->bytes) + held->bytes;
+    auto* held = new Held{std::move(inner), bytes};
     for (int64_t peak = peak_.load(); now > peak && !peak_.compare_exchange_weak(peak, now);) {
     }
     return {data, held, &release, device};
@@ -70,7 +80,8 @@ class CountingAllocator final : public c10::Allocator {
   /// Allocations past `base + bytes` held fail; a negative `bytes`: none do.
   void set_limit(int64_t base, int64_t bytes) {
     limit_base_.store(base);
-    limit_.store(bytes < 0 ? -1 : base + bytes);
+    const int64_t most = std::numeric_limits<int64_t>::max();
+    limit_.store(bytes < 0 ? -1 : bytes > most - base ? most : base + bytes);
   }
   c10::Allocator* base() const {
     return base_;
@@ -124,8 +135,8 @@ class CpuMeter {
   void reset_peak() { counter_.reset_peak(); }
   /// From now on an allocation that would take bytes() past `bytes` throws
   /// c10::OutOfMemoryError instead (a negative `bytes`: no limit, the
-  /// default). Checked before each allocation, so threads allocating at
-  /// once can pass it together by at most their requests.
+  /// default). Process-wide, as the meter is: every thread's CPU tensors
+  /// count and can fail.
   void set_limit(int64_t bytes) { counter_.set_limit(start_, bytes); }
 
  private:

@@ -78,7 +78,10 @@ class SGD {
     std::vector<at::Tensor> buffers(groups.size());
     for (size_t i = 0; i < groups.size(); ++i) {
       const auto name = buffer_name(i);
-      if (d.tensors.count(name)) buffers[i] = d.tensor_like(name, groups[i].data).clone();
+      // A copy on the parameters' device: checkpoints (and finders' snapshots) hold CPU tensors.
+      if (d.tensors.count(name))
+        buffers[i] = d.tensor_like(name, groups[i].data)
+                         .to(groups[i].data.device(), /*non_blocking=*/false, /*copy=*/true);
     }
     options_.momentum = d.value<double>("momentum");
     momentum_ = std::move(buffers);

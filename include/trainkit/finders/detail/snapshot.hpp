@@ -1,7 +1,8 @@
 #pragma once
 // What a finder's trial runs change in a trainer, copied before and put
 // back after: parameters, buffers, optimizer and precision state, the
-// learning rate and the random generators.
+// learning rate and the random generators. The copies live in CPU memory,
+// so that a finder measuring device memory is not measuring them too.
 #include <torch/types.h>
 
 #include <type_traits>
@@ -19,8 +20,8 @@ class Snapshot {
  public:
   explicit Snapshot(TrainerT& t) : trainer_(t) {
     torch::NoGradGuard no_grad;
-    for (const auto& g : t.flat_params().groups()) params_.push_back(g.data.clone());
-    for (const auto& b : t.model().buffers()) buffers_.push_back(b.clone());
+    for (const auto& g : t.flat_params().groups()) params_.push_back(host_copy(g.data));
+    for (const auto& b : t.model().buffers()) buffers_.push_back(host_copy(b));
     if constexpr (HasStateDict<std::remove_reference_t<decltype(t.optimizer())>>)
       optim_ = cloned(t.optimizer().state_dict());
     if constexpr (HasStateDict<std::remove_reference_t<decltype(t.precision())>>)
@@ -44,8 +45,11 @@ class Snapshot {
   }
 
  private:
+  static at::Tensor host_copy(const at::Tensor& t) {
+    return t.detach().to(at::kCPU, /*non_blocking=*/false, /*copy=*/true);
+  }
   static StateDict cloned(StateDict d) {
-    for (auto& [name, t] : d.tensors) t = t.detach().clone();
+    for (auto& [name, t] : d.tensors) t = host_copy(t);
     return d;
   }
   TrainerT& trainer_;
