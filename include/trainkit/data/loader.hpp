@@ -252,9 +252,9 @@ class Loader {
   [[noreturn]] void rethrow_for(int64_t index, std::exception_ptr error) const {
     try {
       std::rethrow_exception(error);
-    } catch (const std::exception& e) {
-      throw Error("trainkit: loading batch " + std::to_string(index) + " of epoch " +
-                  std::to_string(epoch_) + " failed: " + e.what());
+    } catch (const std::exception& e) {  // the cause stays nested, for who asks its type
+      std::throw_with_nested(Error("trainkit: loading batch " + std::to_string(index) +
+                                   " of epoch " + std::to_string(epoch_) + " failed: " + e.what()));
     }
   }
 

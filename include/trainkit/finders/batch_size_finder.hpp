@@ -25,7 +25,7 @@
 
 #include "trainkit/detail/compat.hpp"
 #include "trainkit/error.hpp"
-#include "trainkit/finders/detail/snapshot.hpp"
+#include "trainkit/finders/detail/trial.hpp"
 #include "trainkit/io/atomic_file.hpp"
 #include "trainkit/memory/cpu_meter.hpp"
 #include "trainkit/state.hpp"
@@ -84,19 +84,24 @@ struct BatchSizeFindResult {
 };
 
 /// Whether `e` says that memory ran out: c10::OutOfMemoryError (CUDA's
-/// caching allocator, a CpuMeter's limit) or the messages of allocation
-/// failures that arrive as other errors (Lightning's list, the CPU
-/// allocator's, and a CpuMeter's limit reported by a data::Loader, which
-/// wraps its workers' errors).
+/// caching allocator, a CpuMeter's limit), std::bad_alloc, or the messages
+/// of allocation failures that arrive as other errors (Lightning's list and
+/// the CPU allocator's); also when `e` nests such an error (data::Loader
+/// nests its workers' errors in its own).
 inline bool is_out_of_memory(const std::exception& e) {
   if (dynamic_cast<const c10::OutOfMemoryError*>(&e) || dynamic_cast<const std::bad_alloc*>(&e))
     return true;
   const std::string_view what = e.what();
   for (const std::string_view needle :
        {"CUDA out of memory.", "CUDA error: out of memory", "CUBLAS_STATUS_ALLOC_FAILED",
-        "cuDNN error: CUDNN_STATUS_NOT_SUPPORTED.", "DefaultCPUAllocator: not enough memory",
-        "memory::CpuMeter: allocating"}) {
+        "cuDNN error: CUDNN_STATUS_NOT_SUPPORTED.", "DefaultCPUAllocator: not enough memory"}) {
     if (what.find(needle) != std::string_view::npos) return true;
+  }
+  try {
+    std::rethrow_if_nested(e);
+  } catch (const std::exception& inner) {
+    return is_out_of_memory(inner);
+  } catch (...) {
   }
   return false;
 }
@@ -111,13 +116,7 @@ struct TrialClock {
   std::chrono::steady_clock::time_point start{};
   int64_t start_samples = 0;
 
-  int64_t steps_before_epoch = 0;
-
   void on_fit_begin(TrainState&) { start = std::chrono::steady_clock::now(); }
-  void on_epoch_begin(TrainState& state) { steps_before_epoch = state.step; }
-  void on_epoch_end(TrainState& state) {  // data that gives nothing more ends the trial
-    if (state.step == steps_before_epoch) state.request_stop("scale_batch_size: no more batches");
-  }
   void on_step_end(TrainState& state) {
     if (state.step == 1)
       trial->samples_per_batch = state.samples_seen / std::max<int64_t>(1, state.batch);
@@ -196,11 +195,9 @@ BatchSizeFindResult scale_batch_size(TrainerT& trainer, TaskT&& task, MakeData&&
       }
       try {
         auto data = make_data(batch_size);
-        trainer.fit(task, data,
-                    {.epochs = std::numeric_limits<int32_t>::max(),
-                     .log_every = options.steps_per_trial,
-                     .max_steps = options.steps_per_trial},
-                    detail::TrialClock{options.warmup_steps, options.steps_per_trial, &trial});
+        detail::fit_steps(
+            trainer, task, data, options.steps_per_trial, options.steps_per_trial,
+            detail::TrialClock{options.warmup_steps, options.steps_per_trial, &trial});
         trial.fits = true;
       } catch (const std::exception& e) {
         if (!is_out_of_memory(e)) throw;

@@ -21,7 +21,7 @@
 #include "trainkit/callbacks/run_report.hpp"
 #include "trainkit/concepts.hpp"
 #include "trainkit/error.hpp"
-#include "trainkit/finders/detail/snapshot.hpp"
+#include "trainkit/finders/detail/trial.hpp"
 #include "trainkit/io/atomic_file.hpp"
 #include "trainkit/state.hpp"
 #include "trainkit/trainer.hpp"
@@ -125,11 +125,6 @@ struct LrSweep {
   double average = 0, best = std::numeric_limits<double>::infinity();
 
   void on_fit_begin(TrainState&) { trainer->optimizer().set_lr(sweep_lr(options, 0)); }
-  int64_t steps_before_epoch = 0;
-  void on_epoch_begin(TrainState& state) { steps_before_epoch = state.step; }
-  void on_epoch_end(TrainState& state) {  // data that gives nothing more ends the sweep
-    if (state.step == steps_before_epoch) state.request_stop("lr_find: no more batches");
-  }
   void on_step_end(TrainState& state) {
     const int64_t k = state.step - 1;  // the step just taken
     const double loss = state.loss();
@@ -176,11 +171,9 @@ LrFindResult lr_find(TrainerT& trainer, TaskT&& task, TrainData&& data,
   result.exponential = options.exponential;
   detail::Snapshot<TrainerT> snapshot(trainer);
   try {
-    trainer.fit(std::forward<TaskT>(task), std::forward<TrainData>(data),
-                {.epochs = std::numeric_limits<int32_t>::max(),
-                 .log_every = 1,
-                 .max_steps = options.num_steps},
-                detail::LrSweep<TrainerT>{&trainer, options, &result});
+    detail::fit_steps(trainer, std::forward<TaskT>(task), std::forward<TrainData>(data),
+                      options.num_steps, /*log_every=*/1,
+                      detail::LrSweep<TrainerT>{&trainer, options, &result});
   } catch (...) {
     snapshot.restore();
     throw;

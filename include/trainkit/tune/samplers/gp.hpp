@@ -507,7 +507,7 @@ class Gp {
   // clamping x (past a bound a coordinate has no gradient); categorical
   // coordinates stay put. A start keeps its point unless the search found a
   // better one. (A sign-based ascent, iRprop, stalled near the optimum:
-  // Hartmann-6's regret at 100 trials was 28x this one's,
+  // Hartmann-6's regret at 100 trials was 31x this one's,
   // docs/benchmarks.md.)
   template <class Acq>
   torch::Tensor ascend(const Acq& acquisition, const detail::GaussianProcess& gp,

@@ -1,18 +1,44 @@
 #pragma once
-// What a finder's trial runs change in a trainer, copied before and put
-// back after: parameters, buffers, optimizer and precision state, the
-// learning rate and the random generators. The copies live in CPU memory,
-// so that a finder measuring device memory is not measuring them too.
+// What the finders share: a fit of a given number of steps over data
+// repeated as needed, and a snapshot of what such a fit changes in a
+// trainer (parameters, buffers, optimizer and precision state, the learning
+// rate and the random generators), put back afterwards. The copies live in
+// CPU memory, so that a finder measuring device memory is not measuring
+// them too.
 #include <torch/types.h>
 
+#include <cstdint>
+#include <limits>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "trainkit/concepts.hpp"
 #include "trainkit/detail/checkpoint_parts.hpp"
+#include "trainkit/state.hpp"
 #include "trainkit/state_dict.hpp"
 
 namespace trainkit::finders::detail {
+
+/// Ends a fit when a whole epoch gave no step: data that stops giving
+/// batches would otherwise loop through empty epochs up to the step count.
+struct EndWhenDataRunsOut {
+  int64_t steps_before_epoch = 0;
+  void on_epoch_begin(TrainState& state) { steps_before_epoch = state.step; }
+  void on_epoch_end(TrainState& state) {
+    if (state.step == steps_before_epoch) state.request_stop("no more batches");
+  }
+};
+
+/// `steps` optimizer steps of `trainer` over `data`, repeated as needed.
+template <class TrainerT, class TaskT, class Data, class... Callbacks>
+void fit_steps(TrainerT& trainer, TaskT&& task, Data&& data, int64_t steps, int64_t log_every,
+               Callbacks&&... callbacks) {
+  trainer.fit(
+      std::forward<TaskT>(task), std::forward<Data>(data),
+      {.epochs = std::numeric_limits<int32_t>::max(), .log_every = log_every, .max_steps = steps},
+      std::forward<Callbacks>(callbacks)..., EndWhenDataRunsOut{});
+}
 
 /// A copy of what training changes, put back by restore().
 template <class TrainerT>
