@@ -7,6 +7,7 @@
 // shared memory between the processes.
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
@@ -14,6 +15,7 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -46,7 +48,7 @@ class SqliteConnection final : public SqlConnection {
     try {
       sqlite3_extended_result_codes(db_, 1);
       sqlite3_busy_timeout(db_, static_cast<int>(o.busy_timeout.count()));
-      const auto mode = query("PRAGMA journal_mode = WAL", {});
+      const auto mode = switch_to_wal(o.busy_timeout);
       if (mode.empty() || !mode[0][0] || *mode[0][0] != "wal") {
         throw Error("trainkit: SQLite database \"" + path_ +
                     "\" cannot use a write-ahead log (journal_mode " +
@@ -119,6 +121,24 @@ class SqliteConnection final : public SqlConnection {
   }
 
  private:
+  /// PRAGMA journal_mode = WAL, retried while the file is busy for up to
+  /// `timeout`. Switching a new database takes an exclusive lock, and when
+  /// several connections switch it at once SQLite answers SQLITE_BUSY at
+  /// once rather than wait (its deadlock rule), so the busy timeout alone
+  /// does not cover workers that open a new study together.
+  SqlRows switch_to_wal(std::chrono::milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (int attempt = 1;; ++attempt) {
+      try {
+        return query("PRAGMA journal_mode = WAL", {});
+      } catch (const Error&) {
+        if (sqlite3_errcode(db_) != SQLITE_BUSY || std::chrono::steady_clock::now() >= deadline)
+          throw;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::min(attempt, 50)));
+    }
+  }
+
   sqlite3_stmt* prepare(const std::string& sql) {
     if (const auto it = statements_.find(sql); it != statements_.end()) return it->second;
     const std::string rendered = render_sql(sql, SqlDialect::Sqlite);
