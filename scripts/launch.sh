@@ -30,8 +30,14 @@ fi
 port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 if [ -z "$port" ]; then
   # Distinct per launcher (concurrent test runs), then the first free one;
-  # the program may use the next few ports for further process groups.
-  port=$((20000 + ($$ * 7919) % 30000))
+  # the program may use the next few ports for further process groups. Below
+  # the kernel's ephemeral range: a port there may be held by any outgoing
+  # connection, which the probe below does not see, and the bind then fails.
+  ephemeral_low=32768
+  read -r ephemeral_low _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || true
+  span=$((ephemeral_low - 10000 - 64))
+  ((span >= 1000)) || span=1000
+  port=$((10000 + ($$ * 7919) % span))
   while port_in_use "$port" || port_in_use $((port + 1)) || port_in_use $((port + 2)); do
     port=$((port + 3))
   done
