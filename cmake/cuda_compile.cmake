@@ -37,7 +37,8 @@ find_package(LibXml2 REQUIRED)
 find_package(PNG REQUIRED)
 file(GLOB sources CONFIGURE_DEPENDS
      "${PROJECT_SOURCE_DIR}/tests/*.cpp" "${PROJECT_SOURCE_DIR}/tests/ddp/*.cpp"
-     "${PROJECT_SOURCE_DIR}/tests/static/*.cpp" "${PROJECT_SOURCE_DIR}/examples/*.cpp"
+     "${PROJECT_SOURCE_DIR}/tests/static/*.cpp" "${PROJECT_SOURCE_DIR}/tests/separate/*.cpp"
+     "${PROJECT_SOURCE_DIR}/examples/*.cpp"
      "${PROJECT_SOURCE_DIR}/bench/*.cpp" "${PROJECT_SOURCE_DIR}/tests/package/consumer/*.cpp")
 # Every public header, the opt-in ones too, in one TU: a header per TU took
 # 10 of this preset's 24 minutes on 2 cores (decisions 53). Self-containment
@@ -63,3 +64,7 @@ target_precompile_headers(trainkit_cuda_objects PRIVATE
   <torch/torch.h> <doctest/doctest.h> <nlohmann/json.hpp>)
 set_source_files_properties("${PROJECT_SOURCE_DIR}/tests/main.cpp" PROPERTIES
                             SKIP_PRECOMPILE_HEADERS ON)
+# The TRAINKIT_SEPARATE_COMPILATION test: src.hpp's CUDA paths compiled once.
+file(GLOB separate_sources "${PROJECT_SOURCE_DIR}/tests/separate/*.cpp")
+set_source_files_properties(${separate_sources} PROPERTIES
+  COMPILE_DEFINITIONS TRAINKIT_SEPARATE_COMPILATION SKIP_PRECOMPILE_HEADERS ON)

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "trainkit/detail/linkage.hpp"
 #include "trainkit/error.hpp"
 
 namespace trainkit {
@@ -33,15 +34,7 @@ class FlatParams {
 
   /// Flattens `params` (those that require grad; shared tensors once).
   /// Call after the module has reached its device: moving it later undoes this.
-  explicit FlatParams(const std::vector<at::Tensor>& params) {
-    torch::NoGradGuard no_grad;
-    std::unordered_set<const void*> seen;
-    for (const auto& p : params) {
-      if (!p.requires_grad() || !seen.insert(p.unsafeGetTensorImpl()).second) continue;
-      group_for(p).params.push_back(p);
-    }
-    for (auto& g : groups_) flatten(g);
-  }
+  explicit FlatParams(const std::vector<at::Tensor>& params);
 
   explicit FlatParams(torch::nn::Module& module) : FlatParams(module.parameters()) {}
 
@@ -73,17 +66,7 @@ class FlatParams {
 
   /// This rank's slice of every group (ZeRO): the same storage, no
   /// per-parameter views. An optimizer built on it steps only that slice.
-  FlatParams shard(int rank, int world) const {
-    FlatParams out;
-    for (const auto& g : groups_) {
-      const auto [begin, end] = shard_range(g.numel(), rank, world);
-      FlatGroup s;
-      s.data = g.data.narrow(0, begin, end - begin);
-      s.grad = g.grad.narrow(0, begin, end - begin);
-      out.groups_.push_back(std::move(s));
-    }
-    return out;
-  }
+  FlatParams shard(int rank, int world) const;
 
   /// Multiplies every gradient by `factor` (partial accumulation windows).
   void scale_grad(double factor) {
@@ -91,34 +74,61 @@ class FlatParams {
   }
 
  private:
-  FlatGroup& group_for(const at::Tensor& p) {
-    for (auto& g : groups_) {
-      const auto& first = g.params.front();
-      if (first.device() == p.device() && first.scalar_type() == p.scalar_type()) return g;
-    }
-    return groups_.emplace_back();
-  }
-
-  static void flatten(FlatGroup& g) {
-    int64_t total = 0;
-    for (const auto& p : g.params) {
-      g.offsets.push_back(total);
-      total += p.numel();
-    }
-    const auto options = g.params.front().options();
-    g.data = at::empty({total}, options);
-    g.grad = at::zeros({total}, options);
-    for (size_t i = 0; i < g.params.size(); ++i) {
-      auto& p = g.params[i];
-      const int64_t n = p.numel();
-      auto data_view = g.data.narrow(0, g.offsets[i], n);
-      data_view.copy_(p.detach().reshape({-1}));
-      p.set_data(data_view.view(p.sizes()));
-      p.mutable_grad() = g.grad.narrow(0, g.offsets[i], n).view(p.sizes());
-    }
-  }
+  FlatGroup& group_for(const at::Tensor& p);
+  static void flatten(FlatGroup& g);
 
   std::vector<FlatGroup> groups_;
 };
+
+#if TRAINKIT_DEFINITIONS
+TRAINKIT_INLINE FlatParams::FlatParams(const std::vector<at::Tensor>& params) {
+  torch::NoGradGuard no_grad;
+  std::unordered_set<const void*> seen;
+  for (const auto& p : params) {
+    if (!p.requires_grad() || !seen.insert(p.unsafeGetTensorImpl()).second) continue;
+    group_for(p).params.push_back(p);
+  }
+  for (auto& g : groups_) flatten(g);
+}
+
+TRAINKIT_INLINE FlatParams FlatParams::shard(int rank, int world) const {
+  FlatParams out;
+  for (const auto& g : groups_) {
+    const auto [begin, end] = shard_range(g.numel(), rank, world);
+    FlatGroup s;
+    s.data = g.data.narrow(0, begin, end - begin);
+    s.grad = g.grad.narrow(0, begin, end - begin);
+    out.groups_.push_back(std::move(s));
+  }
+  return out;
+}
+
+TRAINKIT_INLINE FlatGroup& FlatParams::group_for(const at::Tensor& p) {
+  for (auto& g : groups_) {
+    const auto& first = g.params.front();
+    if (first.device() == p.device() && first.scalar_type() == p.scalar_type()) return g;
+  }
+  return groups_.emplace_back();
+}
+
+TRAINKIT_INLINE void FlatParams::flatten(FlatGroup& g) {
+  int64_t total = 0;
+  for (const auto& p : g.params) {
+    g.offsets.push_back(total);
+    total += p.numel();
+  }
+  const auto options = g.params.front().options();
+  g.data = at::empty({total}, options);
+  g.grad = at::zeros({total}, options);
+  for (size_t i = 0; i < g.params.size(); ++i) {
+    auto& p = g.params[i];
+    const int64_t n = p.numel();
+    auto data_view = g.data.narrow(0, g.offsets[i], n);
+    data_view.copy_(p.detach().reshape({-1}));
+    p.set_data(data_view.view(p.sizes()));
+    p.mutable_grad() = g.grad.narrow(0, g.offsets[i], n).view(p.sizes());
+  }
+}
+#endif  // TRAINKIT_DEFINITIONS
 
 }  // namespace trainkit

@@ -17,6 +17,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "trainkit/detail/linkage.hpp"
 #include "trainkit/error.hpp"
 
 namespace trainkit {
@@ -54,47 +55,12 @@ struct StateDict {
   std::map<std::string, at::Tensor> tensors;
 
   /// The tensor `name`, which must exist with `like`'s shape and dtype.
-  const at::Tensor& tensor_like(const std::string& name, const at::Tensor& like) const {
-    const auto it = tensors.find(name);
-    if (it == tensors.end())
-      throw Error("trainkit: checkpoint state has no tensor \"" + name + "\"");
-    if (it->second.sizes() != like.sizes() || it->second.scalar_type() != like.scalar_type()) {
-      std::ostringstream msg;
-      msg << "trainkit: checkpoint tensor \"" << name << "\" is " << it->second.scalar_type()
-          << it->second.sizes() << ", expected " << like.scalar_type() << like.sizes();
-      throw Error(msg.str());
-    }
-    return it->second;
-  }
+  const at::Tensor& tensor_like(const std::string& name, const at::Tensor& like) const;
 
   /// The value `key` as T (bool, an integer type, a floating type or
   /// std::string); an integer reads as a double, nothing else converts.
   template <class T>
-  T value(const std::string& key) const {
-    const auto it = values.find(key);
-    if (it == values.end()) throw Error("trainkit: checkpoint state has no value \"" + key + "\"");
-    const StateValue& v = it->second;
-    using K = StateValue::Kind;
-    if constexpr (std::is_same_v<T, bool>) {
-      if (v.kind() == K::kBool) return v.as_bool();
-    } else if constexpr (std::is_integral_v<T>) {
-      if (v.kind() == K::kInt) return static_cast<T>(v.as_int());
-    } else if constexpr (std::is_floating_point_v<T>) {
-      if (v.kind() == K::kDouble) return static_cast<T>(v.as_double());
-      if (v.kind() == K::kInt) return static_cast<T>(v.as_int());
-      if (v.kind() == K::kString) {  // files hold infinities and NaN as strings
-        if (v.as_string() == "inf") return std::numeric_limits<T>::infinity();
-        if (v.as_string() == "-inf") return -std::numeric_limits<T>::infinity();
-        if (v.as_string() == "nan") return std::numeric_limits<T>::quiet_NaN();
-      }
-    } else {
-      static_assert(std::is_same_v<T, std::string>, "StateDict::value<T>: T is not a value type");
-      if (v.kind() == K::kString) return v.as_string();
-    }
-    static constexpr const char* kKinds[] = {"a bool", "an integer", "a number", "a string"};
-    throw Error("trainkit: checkpoint value \"" + key + "\" is " +
-                kKinds[static_cast<int>(v.kind())] + " of the wrong type for this state");
-  }
+  T value(const std::string& key) const;
 
   /// A double, infinities and NaN as the strings the checkpoint file holds
   /// them as. The file's writer does this for every double, so a plain
@@ -110,5 +76,54 @@ struct StateDict {
 /// element: state-dict name -> the flat group (FlatParams::groups()) they
 /// follow. A Parallel policy that shards the parameters shards these with them.
 using ElementwiseState = std::map<std::string, size_t>;
+
+template <class T>
+T StateDict::value(const std::string& key) const {
+  const auto it = values.find(key);
+  if (it == values.end()) throw Error("trainkit: checkpoint state has no value \"" + key + "\"");
+  const StateValue& v = it->second;
+  using K = StateValue::Kind;
+  if constexpr (std::is_same_v<T, bool>) {
+    if (v.kind() == K::kBool) return v.as_bool();
+  } else if constexpr (std::is_integral_v<T>) {
+    if (v.kind() == K::kInt) return static_cast<T>(v.as_int());
+  } else if constexpr (std::is_floating_point_v<T>) {
+    if (v.kind() == K::kDouble) return static_cast<T>(v.as_double());
+    if (v.kind() == K::kInt) return static_cast<T>(v.as_int());
+    if (v.kind() == K::kString) {  // files hold infinities and NaN as strings
+      if (v.as_string() == "inf") return std::numeric_limits<T>::infinity();
+      if (v.as_string() == "-inf") return -std::numeric_limits<T>::infinity();
+      if (v.as_string() == "nan") return std::numeric_limits<T>::quiet_NaN();
+    }
+  } else {
+    static_assert(std::is_same_v<T, std::string>, "StateDict::value<T>: T is not a value type");
+    if (v.kind() == K::kString) return v.as_string();
+  }
+  static constexpr const char* kKinds[] = {"a bool", "an integer", "a number", "a string"};
+  throw Error("trainkit: checkpoint value \"" + key + "\" is " +
+              kKinds[static_cast<int>(v.kind())] + " of the wrong type for this state");
+}
+
+#if TRAINKIT_EXTERN_TEMPLATES  // compiled once, in trainkit/src.hpp
+extern template bool StateDict::value<bool>(const std::string&) const;
+extern template int64_t StateDict::value<int64_t>(const std::string&) const;
+extern template double StateDict::value<double>(const std::string&) const;
+extern template std::string StateDict::value<std::string>(const std::string&) const;
+#endif
+
+#if TRAINKIT_DEFINITIONS
+TRAINKIT_INLINE const at::Tensor& StateDict::tensor_like(const std::string& name,
+                                                         const at::Tensor& like) const {
+  const auto it = tensors.find(name);
+  if (it == tensors.end()) throw Error("trainkit: checkpoint state has no tensor \"" + name + "\"");
+  if (it->second.sizes() != like.sizes() || it->second.scalar_type() != like.scalar_type()) {
+    std::ostringstream msg;
+    msg << "trainkit: checkpoint tensor \"" << name << "\" is " << it->second.scalar_type()
+        << it->second.sizes() << ", expected " << like.scalar_type() << like.sizes();
+    throw Error(msg.str());
+  }
+  return it->second;
+}
+#endif  // TRAINKIT_DEFINITIONS
 
 }  // namespace trainkit

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "trainkit/data/batch.hpp"
+#include "trainkit/detail/linkage.hpp"
 #include "trainkit/error.hpp"
 
 namespace trainkit {
@@ -64,28 +65,35 @@ struct Classification {
   /// spread evenly over all classes; the loss of validation too.
   double label_smoothing = 0.0;
 
-  StepOutput step(ModelRef& model, const data::Batch& batch) const {
-    detail::require_option(label_smoothing >= 0.0 && label_smoothing <= 1.0, "task.label_smoothing",
-                           label_smoothing, "a number in [0, 1]");
-    const auto logits = model(batch.input);
-    namespace F = torch::nn::functional;
-    StepOutput out{F::cross_entropy(logits, batch.target,
-                                    F::CrossEntropyFuncOptions().label_smoothing(label_smoothing)),
-                   batch.size()};
-    if (!at::GradMode::is_enabled()) {
-      out.metrics.emplace_back("accuracy", logits.argmax(1).eq(batch.target).to(at::kFloat).mean());
-    }
-    return out;
-  }
+  StepOutput step(ModelRef& model, const data::Batch& batch) const;
 };
 
 /// Mean squared error.
 struct Regression {
-  StepOutput step(ModelRef& model, const data::Batch& batch) const {
-    const auto pred = model(batch.input);
-    return {torch::nn::functional::mse_loss(pred, batch.target.view_as(pred)), batch.size()};
-  }
+  StepOutput step(ModelRef& model, const data::Batch& batch) const;
 };
 
 }  // namespace task
+#if TRAINKIT_DEFINITIONS
+TRAINKIT_INLINE StepOutput task::Classification::step(ModelRef& model,
+                                                      const data::Batch& batch) const {
+  detail::require_option(label_smoothing >= 0.0 && label_smoothing <= 1.0, "task.label_smoothing",
+                         label_smoothing, "a number in [0, 1]");
+  const auto logits = model(batch.input);
+  namespace F = torch::nn::functional;
+  StepOutput out{F::cross_entropy(logits, batch.target,
+                                  F::CrossEntropyFuncOptions().label_smoothing(label_smoothing)),
+                 batch.size()};
+  if (!at::GradMode::is_enabled()) {
+    out.metrics.emplace_back("accuracy", logits.argmax(1).eq(batch.target).to(at::kFloat).mean());
+  }
+  return out;
+}
+
+TRAINKIT_INLINE StepOutput task::Regression::step(ModelRef& model, const data::Batch& batch) const {
+  const auto pred = model(batch.input);
+  return {torch::nn::functional::mse_loss(pred, batch.target.view_as(pred)), batch.size()};
+}
+#endif  // TRAINKIT_DEFINITIONS
+
 }  // namespace trainkit

@@ -18,6 +18,7 @@
 #include <array>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -34,6 +35,7 @@
 #include "trainkit/detail/callback_set.hpp"
 #include "trainkit/detail/checkpoint_parts.hpp"
 #include "trainkit/detail/coordinator.hpp"
+#include "trainkit/detail/linkage.hpp"
 #include "trainkit/detail/loss_meter.hpp"
 #include "trainkit/detail/policy_checks.hpp"
 #include "trainkit/detail/signals.hpp"
@@ -84,6 +86,55 @@ struct FitResult {
   std::string stop_reason;
   Metrics metrics;  ///< the last epoch's metrics
 };
+
+namespace detail {
+
+/// The policies' roles in template order, and their names (Trainer::policy_names).
+inline constexpr std::array<const char*, 6> kPolicyRoles = {"optimizer",  "scheduler", "precision",
+                                                            "accumulate", "clip",      "parallel"};
+using PolicyNames = std::array<std::string, 6>;
+
+/// What a run's description says besides the policies' names.
+struct RunFacts {
+  double base_lr;
+  int64_t accumulation_steps;
+  int world_size;
+  std::string device;
+  int64_t parameters;
+};
+
+// The Trainer's code that does not depend on its policies: one definition
+// for every Trainer (and compiled once under TRAINKIT_SEPARATE_COMPILATION).
+
+/// "Trainer<name, name, ...>": which policies wrote a checkpoint.
+TRAINKIT_INLINE std::string trainer_signature(const PolicyNames& names);
+/// The run's configuration, for reports and hyperparameter records.
+TRAINKIT_INLINE void describe_run(TrainState& state, const FitOptions& options,
+                                  const PolicyNames& names, const RunFacts& facts);
+/// Where the run is: the checkpoint's "trainer" part.
+TRAINKIT_INLINE StateDict trainer_counters(const TrainState& state, const std::string& signature,
+                                           bool epoch_done, const LossMeter& epoch_loss);
+/// Restores the "trainer" part; returns the (epoch, batch) to resume at.
+TRAINKIT_INLINE std::pair<int64_t, int64_t> restore_trainer_counters(const StateDict& d,
+                                                                     TrainState& state,
+                                                                     LossMeter& epoch_loss);
+/// Other policies wrote `ckpt`: say so before anything else is checked.
+TRAINKIT_INLINE void check_trainer_signature(const io::Checkpoint& ckpt,
+                                             const std::string& signature,
+                                             const std::string& legacy_signature);
+/// `error` from resuming, as a trainkit::Error that names `file`.
+[[noreturn]] TRAINKIT_INLINE void throw_resume_error(const std::string& file,
+                                                     const std::exception& error);
+/// The loss and metrics of `step` over `data`, summed over samples (in
+/// double, on the device), and the number of samples.
+struct EvaluationSums {
+  std::map<std::string, at::Tensor> sums;
+  int64_t count = 0;
+};
+TRAINKIT_INLINE EvaluationSums evaluation_sums(
+    const data::BatchView& data, const std::function<StepOutput(const data::Batch&)>& step);
+
+}  // namespace detail
 
 template <class Optimizer = optim::AdamW, class Scheduler = sched::Constant,
           class Precision = precision::Fp32, class Accumulate = accumulate::None,
@@ -249,19 +300,10 @@ class Trainer {
     const bool was_training = module.is_training();
     module.eval();
     torch::NoGradGuard no_grad;
-    std::map<std::string, at::Tensor> sums;
-    int64_t count = 0;
-    data.for_each([&](const data::Batch& raw) {
+    const auto [sums, count] = detail::evaluation_sums(data, [&](const data::Batch& raw) {
       const auto batch = raw.to(device_);
-      StepOutput out;
-      {
-        [[maybe_unused]] auto autocast = precision_.autocast();
-        out = task.step(model_, batch);
-      }
-      const double weight = static_cast<double>(out.batch_size);
-      accumulate_sum(sums["loss"], out.loss, weight);
-      for (const auto& [name, value] : out.metrics) accumulate_sum(sums[name], value, weight);
-      count += out.batch_size;
+      [[maybe_unused]] auto autocast = precision_.autocast();
+      return task.step(model_, batch);
     });
     module.train(was_training);
     return coordinator().mean_metrics(sums, count);
@@ -298,42 +340,20 @@ class Trainer {
       return c10::demangle_type<P>();
     }
   }
-  /// The policies' names, in template order.
+  /// The policies' names, in template order (detail::kPolicyRoles).
   template <bool Legacy = false>
-  static std::array<std::pair<const char*, std::string>, 6> policy_names() {
-    return {{{"optimizer", name_of<Optimizer, Legacy>()},
-             {"scheduler", name_of<Scheduler, Legacy>()},
-             {"precision", name_of<Precision, Legacy>()},
-             {"accumulate", name_of<Accumulate, Legacy>()},
-             {"clip", name_of<Clip, Legacy>()},
-             {"parallel", name_of<Parallel, Legacy>()}}};
+  static detail::PolicyNames policy_names() {
+    return {name_of<Optimizer, Legacy>(), name_of<Scheduler, Legacy>(),
+            name_of<Precision, Legacy>(), name_of<Accumulate, Legacy>(),
+            name_of<Clip, Legacy>(),      name_of<Parallel, Legacy>()};
   }
-  /// Which policies wrote a checkpoint: a different set is a mismatch.
-  template <bool Legacy = false>
-  static std::string signature() {
-    std::string names;
-    for (const auto& [role, name] : policy_names<Legacy>())
-      names += (names.empty() ? "" : ", ") + name;
-    return "Trainer<" + names + ">";
-  }
-  static std::string legacy_signature() { return signature<true>(); }
+  static std::string signature() { return detail::trainer_signature(policy_names()); }
+  static std::string legacy_signature() { return detail::trainer_signature(policy_names<true>()); }
 
-  /// The run's configuration, for reports and hyperparameter records.
   void describe(TrainState& state, const FitOptions& options) const {
-    auto& c = state.config;
-    c["trainer"] = signature();
-    for (const auto& [role, name] : policy_names()) c[role] = name;
-    std::ostringstream lr;
-    lr << base_lr_;
-    c["lr"] = lr.str();
-    c["accumulation_steps"] = std::to_string(accumulate_.steps());
-    c["epochs"] = std::to_string(options.epochs);
-    c["log_every"] = std::to_string(options.log_every);
-    c["max_steps"] = std::to_string(options.max_steps);
-    c["steps_per_epoch"] = std::to_string(state.steps_per_epoch);
-    c["world_size"] = std::to_string(parallel_.world_size());
-    c["device"] = device_.str();
-    c["parameters"] = std::to_string(flat_.numel());
+    detail::describe_run(
+        state, options, policy_names(),
+        {base_lr_, accumulate_.steps(), parallel_.world_size(), device_.str(), flat_.numel()});
   }
 
   /// The checkpoint's parts, in the order they load.
@@ -343,7 +363,7 @@ class Trainer {
     parts.add(
         "trainer", [this, &state] { return counters(state); },
         [this, &state](const StateDict& d) { restore_counters(d, state); });
-    parts.add_owned("model", detail::ModulePart(model_.module()));
+    parts.add_module("model", model_.module());
     if constexpr (HasStateDict<Optimizer>) {
       parts.add(
           "optim",
@@ -355,39 +375,16 @@ class Trainer {
           });
     }
     parts.add("precision", precision_);
-    parts.add_owned("rng", detail::RngPart{});
+    parts.add_rng("rng");
     hooks.for_each([&](size_t i, auto& cb) { parts.add("callback." + std::to_string(i), cb); });
     return parts;
   }
 
-  /// Where the run is: the "trainer" part.
   StateDict counters(const TrainState& state) const {
-    StateDict d;
-    d.values = {{"signature", signature()},      {"epoch", state.epoch},
-                {"batch", state.batch},          {"step", state.step},
-                {"epoch_done", epoch_done_},     {"samples_seen", state.samples_seen},
-                {"loss_sum", epoch_loss_.sum()}, {"loss_count", epoch_loss_.count()}};
-    return d;
-  }
-  /// Other policies wrote it: say so before anything else is checked.
-  static void check_signature(const io::Checkpoint& ckpt) {
-    const auto it = ckpt.parts.find("trainer");
-    if (it == ckpt.parts.end()) return;  // the parts list names what is missing
-    const auto written_by = it->second.value<std::string>("signature");
-    if (written_by != signature() && written_by != legacy_signature()) {
-      throw Error("trainkit: was written by " + written_by + ", not by this " + signature());
-    }
+    return detail::trainer_counters(state, signature(), epoch_done_, epoch_loss_);
   }
   void restore_counters(const StateDict& d, TrainState& state) {
-    const bool done = d.value<bool>("epoch_done");
-    const auto epoch = d.value<int64_t>("epoch"), batch = d.value<int64_t>("batch");
-    const auto step = d.value<int64_t>("step"), samples = d.value<int64_t>("samples_seen");
-    const auto loss_sum = d.value<double>("loss_sum");
-    const auto loss_count = d.value<int64_t>("loss_count");
-    state.step = step;
-    state.samples_seen = samples;
-    epoch_loss_.restore(loss_sum, loss_count);
-    resume_at_ = {epoch + (done ? 1 : 0), done ? 0 : batch};
+    resume_at_ = detail::restore_trainer_counters(d, state, epoch_loss_);
   }
 
   /// Restores everything from `ckpt`, or nothing: on any error the trainer
@@ -396,13 +393,11 @@ class Trainer {
   void restore(const io::Checkpoint& ckpt, const std::string& file, TrainState& state,
                Hooks& hooks) {
     try {
-      check_signature(ckpt);
+      detail::check_trainer_signature(ckpt, signature(), legacy_signature());
       checkpoint_parts(state, hooks).load(ckpt);
       state.resumed = true;
     } catch (const std::exception& e) {
-      std::string what = e.what();
-      if (what.rfind("trainkit: ", 0) == 0) what = what.substr(10);
-      throw Error("trainkit: cannot resume from " + file + ": " + what);
+      detail::throw_resume_error(file, e);
     }
   }
 
@@ -504,11 +499,6 @@ class Trainer {
     }
   }
 
-  static void accumulate_sum(at::Tensor& sum, const at::Tensor& value, double weight) {
-    const auto term = value.detach().to(at::kDouble) * weight;
-    sum = sum.defined() ? sum + term : term;
-  }
-
   ModelRef model_;
   Parallel parallel_;
   torch::Device device_;
@@ -523,5 +513,93 @@ class Trainer {
   bool epoch_done_ = false;  ///< on_epoch_end has begun: a checkpoint resumes at the next epoch
   std::pair<int64_t, int64_t> resume_at_{0, 0};  ///< (epoch, batch) this fit starts at
 };
+
+#if TRAINKIT_DEFINITIONS
+namespace detail {
+
+TRAINKIT_INLINE std::string trainer_signature(const PolicyNames& names) {
+  std::string joined;
+  for (const auto& name : names) joined += (joined.empty() ? "" : ", ") + name;
+  return "Trainer<" + joined + ">";
+}
+
+TRAINKIT_INLINE void describe_run(TrainState& state, const FitOptions& options,
+                                  const PolicyNames& names, const RunFacts& facts) {
+  auto& c = state.config;
+  c["trainer"] = trainer_signature(names);
+  for (size_t i = 0; i < names.size(); ++i) c[kPolicyRoles[i]] = names[i];
+  std::ostringstream lr;
+  lr << facts.base_lr;
+  c["lr"] = lr.str();
+  c["accumulation_steps"] = std::to_string(facts.accumulation_steps);
+  c["epochs"] = std::to_string(options.epochs);
+  c["log_every"] = std::to_string(options.log_every);
+  c["max_steps"] = std::to_string(options.max_steps);
+  c["steps_per_epoch"] = std::to_string(state.steps_per_epoch);
+  c["world_size"] = std::to_string(facts.world_size);
+  c["device"] = facts.device;
+  c["parameters"] = std::to_string(facts.parameters);
+}
+
+TRAINKIT_INLINE StateDict trainer_counters(const TrainState& state, const std::string& signature,
+                                           bool epoch_done, const LossMeter& epoch_loss) {
+  StateDict d;
+  d.values = {{"signature", signature},       {"epoch", state.epoch},
+              {"batch", state.batch},         {"step", state.step},
+              {"epoch_done", epoch_done},     {"samples_seen", state.samples_seen},
+              {"loss_sum", epoch_loss.sum()}, {"loss_count", epoch_loss.count()}};
+  return d;
+}
+
+TRAINKIT_INLINE std::pair<int64_t, int64_t> restore_trainer_counters(const StateDict& d,
+                                                                     TrainState& state,
+                                                                     LossMeter& epoch_loss) {
+  const bool done = d.value<bool>("epoch_done");
+  const auto epoch = d.value<int64_t>("epoch"), batch = d.value<int64_t>("batch");
+  const auto step = d.value<int64_t>("step"), samples = d.value<int64_t>("samples_seen");
+  const auto loss_sum = d.value<double>("loss_sum");
+  const auto loss_count = d.value<int64_t>("loss_count");
+  state.step = step;
+  state.samples_seen = samples;
+  epoch_loss.restore(loss_sum, loss_count);
+  return {epoch + (done ? 1 : 0), done ? 0 : batch};
+}
+
+TRAINKIT_INLINE void check_trainer_signature(const io::Checkpoint& ckpt,
+                                             const std::string& signature,
+                                             const std::string& legacy_signature) {
+  const auto it = ckpt.parts.find("trainer");
+  if (it == ckpt.parts.end()) return;  // the parts list names what is missing
+  const auto written_by = it->second.value<std::string>("signature");
+  if (written_by != signature && written_by != legacy_signature) {
+    throw Error("trainkit: was written by " + written_by + ", not by this " + signature);
+  }
+}
+
+TRAINKIT_INLINE void throw_resume_error(const std::string& file, const std::exception& error) {
+  std::string what = error.what();
+  if (what.rfind("trainkit: ", 0) == 0) what = what.substr(10);
+  throw Error("trainkit: cannot resume from " + file + ": " + what);
+}
+
+TRAINKIT_INLINE EvaluationSums evaluation_sums(
+    const data::BatchView& data, const std::function<StepOutput(const data::Batch&)>& step) {
+  EvaluationSums out;
+  const auto add = [](at::Tensor& sum, const at::Tensor& value, double weight) {
+    const auto term = value.detach().to(at::kDouble) * weight;
+    sum = sum.defined() ? sum + term : term;
+  };
+  data.for_each([&](const data::Batch& batch) {
+    const StepOutput result = step(batch);
+    const double weight = static_cast<double>(result.batch_size);
+    add(out.sums["loss"], result.loss, weight);
+    for (const auto& [name, value] : result.metrics) add(out.sums[name], value, weight);
+    out.count += result.batch_size;
+  });
+  return out;
+}
+
+}  // namespace detail
+#endif  // TRAINKIT_DEFINITIONS
 
 }  // namespace trainkit

@@ -9,13 +9,45 @@
 #include <type_traits>
 #include <vector>
 
+#include "trainkit/detail/linkage.hpp"
 #include "trainkit/error.hpp"
 #include "trainkit/params.hpp"
 
 namespace trainkit::clip {
 
 /// Total p-norm of all gradients, as a 0-dim float tensor on their device.
-inline at::Tensor total_grad_norm(FlatParams& params, double norm_type, int64_t chunk = 4096) {
+TRAINKIT_INLINE at::Tensor total_grad_norm(FlatParams& params, double norm_type,
+                                           int64_t chunk = 4096);
+
+class Norm {
+ public:
+  static constexpr const char* stable_name(std::type_identity<Norm>) {
+    return "trainkit::clip::Norm";
+  }
+  struct Options {
+    double max_norm = 1.0;
+    double norm_type = 2.0;
+  };
+  Norm() : Norm(Options{}) {}
+  explicit Norm(const Options& o) : options_(o) {
+    detail::require_option(o.max_norm > 0.0 && std::isfinite(o.max_norm), "clip.max_norm",
+                           o.max_norm, "a finite number > 0");
+    detail::require_option(o.norm_type > 0.0, "clip.norm_type", o.norm_type,
+                           "a number > 0, or infinity for the max-norm");
+  }
+
+  void clip(FlatParams& params);
+
+  /// Total norm before clipping, on the device (read only when logging).
+  const at::Tensor& last_norm() const { return last_norm_; }
+
+ private:
+  Options options_;
+  at::Tensor last_norm_;
+};
+
+#if TRAINKIT_DEFINITIONS
+TRAINKIT_INLINE at::Tensor total_grad_norm(FlatParams& params, double norm_type, int64_t chunk) {
   torch::NoGradGuard no_grad;
   std::vector<at::Tensor> parts;
   for (auto& g : params.groups()) {
@@ -35,36 +67,12 @@ inline at::Tensor total_grad_norm(FlatParams& params, double norm_type, int64_t 
   return at::linalg_vector_norm(all, norm_type);
 }
 
-class Norm {
- public:
-  static constexpr const char* stable_name(std::type_identity<Norm>) {
-    return "trainkit::clip::Norm";
-  }
-  struct Options {
-    double max_norm = 1.0;
-    double norm_type = 2.0;
-  };
-  Norm() : Norm(Options{}) {}
-  explicit Norm(const Options& o) : options_(o) {
-    detail::require_option(o.max_norm > 0.0 && std::isfinite(o.max_norm), "clip.max_norm",
-                           o.max_norm, "a finite number > 0");
-    detail::require_option(o.norm_type > 0.0, "clip.norm_type", o.norm_type,
-                           "a number > 0, or infinity for the max-norm");
-  }
-
-  void clip(FlatParams& params) {
-    torch::NoGradGuard no_grad;
-    last_norm_ = total_grad_norm(params, options_.norm_type);
-    const auto coef = (options_.max_norm / (last_norm_ + 1e-6)).clamp_max_(1.0);
-    for (auto& g : params.groups()) g.grad.mul_(coef.to(g.grad.scalar_type()));
-  }
-
-  /// Total norm before clipping, on the device (read only when logging).
-  const at::Tensor& last_norm() const { return last_norm_; }
-
- private:
-  Options options_;
-  at::Tensor last_norm_;
-};
+TRAINKIT_INLINE void Norm::clip(FlatParams& params) {
+  torch::NoGradGuard no_grad;
+  last_norm_ = total_grad_norm(params, options_.norm_type);
+  const auto coef = (options_.max_norm / (last_norm_ + 1e-6)).clamp_max_(1.0);
+  for (auto& g : params.groups()) g.grad.mul_(coef.to(g.grad.scalar_type()));
+}
+#endif  // TRAINKIT_DEFINITIONS
 
 }  // namespace trainkit::clip

@@ -2,7 +2,7 @@
 // A non-owning view of any range of batches (for validation data in
 // FitOptions, which cannot be a template).
 #include <functional>
-#include <ranges>
+#include <iterator>
 #include <type_traits>
 
 #include "trainkit/data/batch.hpp"
@@ -16,7 +16,7 @@ class BatchView {
   /// restarts its pipeline).
   template <class Range>
   requires(!std::is_same_v<std::remove_cvref_t<Range>, BatchView>) && requires(Range& r) {
-    { *std::ranges::begin(r) } -> std::convertible_to<Batch>;
+    { *std::begin(r) } -> std::convertible_to<Batch>;
   }
   BatchView(Range& range)  // NOLINT(google-explicit-constructor): designated init
       : for_each_([&range](const std::function<void(const Batch&)>& f) {

@@ -14,23 +14,7 @@ namespace trainkit::detail {
 template <class OptionsT, bool Decoupled>
 class AdamFamily {
  public:
-  AdamFamily(FlatParams& params, const OptionsT& options) : params_(&params), options_(options) {
-    require_option(std::isfinite(options.lr) && options.lr >= 0.0, "optim.lr", options.lr,
-                   "a finite number >= 0");
-    require_option(options.beta1 >= 0.0 && options.beta1 < 1.0, "optim.beta1", options.beta1,
-                   "0 <= beta1 < 1");
-    require_option(options.beta2 >= 0.0 && options.beta2 < 1.0, "optim.beta2", options.beta2,
-                   "0 <= beta2 < 1");
-    require_option(options.eps >= 0.0, "optim.eps", options.eps, "a number >= 0");
-    require_option(options.weight_decay >= 0.0, "optim.weight_decay", options.weight_decay,
-                   "a number >= 0");
-    for (auto& g : params.groups()) {
-      exp_avg_.push_back(at::zeros_like(g.data));
-      exp_avg_sq_.push_back(at::zeros_like(g.data));
-      max_exp_avg_sq_.push_back(options.amsgrad ? at::zeros_like(g.data) : at::Tensor());
-      scratch_.push_back(at::empty_like(g.data));
-    }
-  }
+  AdamFamily(FlatParams& params, const OptionsT& options);
 
   void step() {
     ++steps_;
@@ -52,40 +36,10 @@ class AdamFamily {
   int64_t steps_taken() const { return steps_; }
   std::vector<at::Tensor>& exp_avg() { return exp_avg_; }
 
-  StateDict state_dict() const {
-    StateDict d;
-    d.values["steps"] = steps_;
-    d.values["beta1"] = options_.beta1;  // may be cycled by a schedule
-    for_each_moment(
-        [&](const std::string& name, const at::Tensor& t, size_t) { d.tensors[name] = t; });
-    return d;
-  }
+  StateDict state_dict() const;
   /// The state tensors that follow the flat parameters element by element.
-  ElementwiseState elementwise_state() const {
-    ElementwiseState out;
-    for_each_moment([&](const std::string& name, const at::Tensor&, size_t g) { out[name] = g; });
-    return out;
-  }
-  void load_state_dict(const StateDict& d) {
-    std::vector<at::Tensor> m, v, vmax;  // check all, then assign
-    for (size_t i = 0; i < exp_avg_.size(); ++i) {
-      const auto n = std::to_string(i);
-      m.push_back(d.tensor_like("exp_avg." + n, exp_avg_[i]));
-      v.push_back(d.tensor_like("exp_avg_sq." + n, exp_avg_sq_[i]));
-      if (options_.amsgrad)
-        vmax.push_back(d.tensor_like("max_exp_avg_sq." + n, max_exp_avg_sq_[i]));
-    }
-    const auto steps = d.value<int64_t>("steps");
-    const auto beta1 = d.value<double>("beta1");
-    torch::NoGradGuard no_grad;
-    for (size_t i = 0; i < exp_avg_.size(); ++i) {
-      exp_avg_[i].copy_(m[i]);
-      exp_avg_sq_[i].copy_(v[i]);
-      if (options_.amsgrad) max_exp_avg_sq_[i].copy_(vmax[i]);
-    }
-    steps_ = steps;
-    options_.beta1 = beta1;
-  }
+  ElementwiseState elementwise_state() const;
+  void load_state_dict(const StateDict& d);
   std::vector<at::Tensor>& exp_avg_sq() { return exp_avg_sq_; }
 
  private:
@@ -104,5 +58,65 @@ class AdamFamily {
   int64_t steps_ = 0;
   std::vector<at::Tensor> exp_avg_, exp_avg_sq_, max_exp_avg_sq_, scratch_;
 };
+
+// Out of line, so that TRAINKIT_SEPARATE_COMPILATION programs compile them
+// once for Adam and AdamW (optim/adam.hpp, optim/adamw.hpp, src.hpp).
+template <class OptionsT, bool Decoupled>
+AdamFamily<OptionsT, Decoupled>::AdamFamily(FlatParams& params, const OptionsT& options)
+    : params_(&params), options_(options) {
+  require_option(std::isfinite(options.lr) && options.lr >= 0.0, "optim.lr", options.lr,
+                 "a finite number >= 0");
+  require_option(options.beta1 >= 0.0 && options.beta1 < 1.0, "optim.beta1", options.beta1,
+                 "0 <= beta1 < 1");
+  require_option(options.beta2 >= 0.0 && options.beta2 < 1.0, "optim.beta2", options.beta2,
+                 "0 <= beta2 < 1");
+  require_option(options.eps >= 0.0, "optim.eps", options.eps, "a number >= 0");
+  require_option(options.weight_decay >= 0.0, "optim.weight_decay", options.weight_decay,
+                 "a number >= 0");
+  for (auto& g : params.groups()) {
+    exp_avg_.push_back(at::zeros_like(g.data));
+    exp_avg_sq_.push_back(at::zeros_like(g.data));
+    max_exp_avg_sq_.push_back(options.amsgrad ? at::zeros_like(g.data) : at::Tensor());
+    scratch_.push_back(at::empty_like(g.data));
+  }
+}
+
+template <class OptionsT, bool Decoupled>
+StateDict AdamFamily<OptionsT, Decoupled>::state_dict() const {
+  StateDict d;
+  d.values["steps"] = steps_;
+  d.values["beta1"] = options_.beta1;  // may be cycled by a schedule
+  for_each_moment(
+      [&](const std::string& name, const at::Tensor& t, size_t) { d.tensors[name] = t; });
+  return d;
+}
+
+template <class OptionsT, bool Decoupled>
+ElementwiseState AdamFamily<OptionsT, Decoupled>::elementwise_state() const {
+  ElementwiseState out;
+  for_each_moment([&](const std::string& name, const at::Tensor&, size_t g) { out[name] = g; });
+  return out;
+}
+
+template <class OptionsT, bool Decoupled>
+void AdamFamily<OptionsT, Decoupled>::load_state_dict(const StateDict& d) {
+  std::vector<at::Tensor> m, v, vmax;  // check all, then assign
+  for (size_t i = 0; i < exp_avg_.size(); ++i) {
+    const auto n = std::to_string(i);
+    m.push_back(d.tensor_like("exp_avg." + n, exp_avg_[i]));
+    v.push_back(d.tensor_like("exp_avg_sq." + n, exp_avg_sq_[i]));
+    if (options_.amsgrad) vmax.push_back(d.tensor_like("max_exp_avg_sq." + n, max_exp_avg_sq_[i]));
+  }
+  const auto steps = d.value<int64_t>("steps");
+  const auto beta1 = d.value<double>("beta1");
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < exp_avg_.size(); ++i) {
+    exp_avg_[i].copy_(m[i]);
+    exp_avg_sq_[i].copy_(v[i]);
+    if (options_.amsgrad) max_exp_avg_sq_[i].copy_(vmax[i]);
+  }
+  steps_ = steps;
+  options_.beta1 = beta1;
+}
 
 }  // namespace trainkit::detail

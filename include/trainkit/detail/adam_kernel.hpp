@@ -11,7 +11,10 @@
 #include <cmath>
 #include <cstdint>
 
+#include "trainkit/detail/linkage.hpp"
+#if TRAINKIT_DEFINITIONS  // <immintrin.h>: only where the kernels compile
 #include "trainkit/detail/cpu_features.hpp"
+#endif
 
 namespace trainkit::detail {
 
@@ -45,8 +48,15 @@ struct AdamArrays {
   float* vmax;  ///< amsgrad only
 };
 
-inline void adam_scalar(const AdamArrays& a, int64_t begin, int64_t end, const AdamHyper& h,
-                        const AdamScalars& s) {
+/// Steps `param` in place from `grad`; `max_exp_avg_sq` is used only with
+/// amsgrad; `scratch` has param's shape and holds the denominator.
+TRAINKIT_INLINE void adam_step(at::Tensor& param, const at::Tensor& grad, at::Tensor& exp_avg,
+                               at::Tensor& exp_avg_sq, at::Tensor& max_exp_avg_sq,
+                               at::Tensor& scratch, const AdamHyper& h);
+
+#if TRAINKIT_DEFINITIONS
+TRAINKIT_INLINE void adam_scalar(const AdamArrays& a, int64_t begin, int64_t end,
+                                 const AdamHyper& h, const AdamScalars& s) {
   const bool grad_wd = !h.decoupled && h.weight_decay != 0.0;
   for (int64_t i = begin; i < end; ++i) {
     float p = a.p[i], g = a.g[i];
@@ -68,8 +78,9 @@ inline void adam_scalar(const AdamArrays& a, int64_t begin, int64_t end, const A
 }
 
 #if TRAINKIT_X86_DISPATCH
-TRAINKIT_TARGET_AVX2_FMA inline void adam_avx2(const AdamArrays& a, int64_t begin, int64_t end,
-                                               const AdamHyper& h, const AdamScalars& s) {
+TRAINKIT_TARGET_AVX2_FMA TRAINKIT_INLINE void adam_avx2(const AdamArrays& a, int64_t begin,
+                                                        int64_t end, const AdamHyper& h,
+                                                        const AdamScalars& s) {
   const bool grad_wd = !h.decoupled && h.weight_decay != 0.0;
   const __m256 decay = _mm256_set1_ps(s.decay), wd = _mm256_set1_ps(s.wd),
                b1 = _mm256_set1_ps(s.b1), omb1 = _mm256_set1_ps(s.one_minus_b1),
@@ -99,11 +110,9 @@ TRAINKIT_TARGET_AVX2_FMA inline void adam_avx2(const AdamArrays& a, int64_t begi
 }
 #endif
 
-/// Steps `param` in place from `grad`; `max_exp_avg_sq` is used only with
-/// amsgrad; `scratch` has param's shape and holds the denominator.
-inline void adam_step(at::Tensor& param, const at::Tensor& grad, at::Tensor& exp_avg,
-                      at::Tensor& exp_avg_sq, at::Tensor& max_exp_avg_sq, at::Tensor& scratch,
-                      const AdamHyper& h) {
+TRAINKIT_INLINE void adam_step(at::Tensor& param, const at::Tensor& grad, at::Tensor& exp_avg,
+                               at::Tensor& exp_avg_sq, at::Tensor& max_exp_avg_sq,
+                               at::Tensor& scratch, const AdamHyper& h) {
   torch::NoGradGuard no_grad;
   if (param.device().is_cpu() && param.scalar_type() == at::kFloat) {
     const AdamScalars s(h);
@@ -137,5 +146,7 @@ inline void adam_step(at::Tensor& param, const at::Tensor& grad, at::Tensor& exp
   scratch.div_(bc2_sqrt).add_(h.eps);
   param.addcdiv_(exp_avg, scratch, -h.lr / bc1);
 }
+
+#endif  // TRAINKIT_DEFINITIONS
 
 }  // namespace trainkit::detail

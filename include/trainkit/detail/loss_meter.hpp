@@ -11,6 +11,8 @@
 
 #include <cstdint>
 
+#include "trainkit/detail/linkage.hpp"
+
 namespace trainkit::detail {
 
 class LossMeter {
@@ -21,31 +23,7 @@ class LossMeter {
     count_ = 0;
   }
 
-  void add(const at::Tensor& loss) {
-    ++count_;
-    if (loss.is_cpu() && loss.numel() == 1) {
-      const void* p = loss.data_ptr();
-      switch (loss.scalar_type()) {
-        case at::kFloat:
-          host_sum_ += *static_cast<const float*>(p);
-          return;
-        case at::kDouble:
-          host_sum_ += *static_cast<const double*>(p);
-          return;
-        case at::kBFloat16:
-          host_sum_ += float(*static_cast<const c10::BFloat16*>(p));
-          return;
-        case at::kHalf:
-          host_sum_ += float(*static_cast<const c10::Half*>(p));
-          return;
-        default:
-          break;
-      }
-    }
-    torch::NoGradGuard no_grad;
-    const auto value = loss.detach().to(at::kDouble).reshape({});
-    device_sum_ = device_sum_.defined() ? device_sum_.add_(value) : value.clone();
-  }
+  void add(const at::Tensor& loss);
 
   bool empty() const { return count_ == 0; }
   double sum() const {
@@ -65,5 +43,33 @@ class LossMeter {
   at::Tensor device_sum_;
   int64_t count_ = 0;
 };
+
+#if TRAINKIT_DEFINITIONS
+TRAINKIT_INLINE void LossMeter::add(const at::Tensor& loss) {
+  ++count_;
+  if (loss.is_cpu() && loss.numel() == 1) {
+    const void* p = loss.data_ptr();
+    switch (loss.scalar_type()) {
+      case at::kFloat:
+        host_sum_ += *static_cast<const float*>(p);
+        return;
+      case at::kDouble:
+        host_sum_ += *static_cast<const double*>(p);
+        return;
+      case at::kBFloat16:
+        host_sum_ += float(*static_cast<const c10::BFloat16*>(p));
+        return;
+      case at::kHalf:
+        host_sum_ += float(*static_cast<const c10::Half*>(p));
+        return;
+      default:
+        break;
+    }
+  }
+  torch::NoGradGuard no_grad;
+  const auto value = loss.detach().to(at::kDouble).reshape({});
+  device_sum_ = device_sum_.defined() ? device_sum_.add_(value) : value.clone();
+}
+#endif  // TRAINKIT_DEFINITIONS
 
 }  // namespace trainkit::detail

@@ -8,7 +8,10 @@
 #include <cmath>
 #include <cstdint>
 
+#include "trainkit/detail/linkage.hpp"
+#if TRAINKIT_DEFINITIONS  // <immintrin.h>: only where the kernels compile
 #include "trainkit/detail/cpu_features.hpp"
+#endif
 
 namespace trainkit::detail {
 
@@ -30,8 +33,12 @@ struct SgdScalars {
         has_momentum(h.momentum != 0.0) {}
 };
 
-inline void sgd_scalar(float* p, const float* g_in, float* buf, int64_t begin, int64_t end,
-                       const SgdHyper& h, const SgdScalars& s) {
+TRAINKIT_INLINE void sgd_step(at::Tensor& param, const at::Tensor& grad, at::Tensor& buf,
+                              at::Tensor& scratch, const SgdHyper& h);
+
+#if TRAINKIT_DEFINITIONS
+TRAINKIT_INLINE void sgd_scalar(float* p, const float* g_in, float* buf, int64_t begin, int64_t end,
+                                const SgdHyper& h, const SgdScalars& s) {
   for (int64_t i = begin; i < end; ++i) {
     float g = h.maximize ? -g_in[i] : g_in[i];
     if (s.has_wd) g = std::fma(s.wd, p[i], g);
@@ -45,9 +52,9 @@ inline void sgd_scalar(float* p, const float* g_in, float* buf, int64_t begin, i
 }
 
 #if TRAINKIT_X86_DISPATCH
-TRAINKIT_TARGET_AVX2_FMA inline void sgd_avx2(float* p, const float* g_in, float* buf,
-                                              int64_t begin, int64_t end, const SgdHyper& h,
-                                              const SgdScalars& s) {
+TRAINKIT_TARGET_AVX2_FMA TRAINKIT_INLINE void sgd_avx2(float* p, const float* g_in, float* buf,
+                                                       int64_t begin, int64_t end,
+                                                       const SgdHyper& h, const SgdScalars& s) {
   const __m256 wd = _mm256_set1_ps(s.wd), mom = _mm256_set1_ps(s.mom),
                damp = _mm256_set1_ps(s.damp), neg_lr = _mm256_set1_ps(s.neg_lr),
                sign = _mm256_set1_ps(-0.0f);
@@ -69,8 +76,8 @@ TRAINKIT_TARGET_AVX2_FMA inline void sgd_avx2(float* p, const float* g_in, float
 }
 #endif
 
-inline void sgd_step(at::Tensor& param, const at::Tensor& grad, at::Tensor& buf,
-                     at::Tensor& scratch, const SgdHyper& h) {
+TRAINKIT_INLINE void sgd_step(at::Tensor& param, const at::Tensor& grad, at::Tensor& buf,
+                              at::Tensor& scratch, const SgdHyper& h) {
   torch::NoGradGuard no_grad;
   const bool has_momentum = h.momentum != 0.0;
   if (param.device().is_cpu() && param.scalar_type() == at::kFloat) {
@@ -98,5 +105,7 @@ inline void sgd_step(at::Tensor& param, const at::Tensor& grad, at::Tensor& buf,
   }
   param.add_(g, -h.lr);
 }
+
+#endif  // TRAINKIT_DEFINITIONS
 
 }  // namespace trainkit::detail

@@ -8,6 +8,7 @@
 #include <map>
 #include <string>
 
+#include "trainkit/detail/linkage.hpp"
 #include "trainkit/error.hpp"
 #include "trainkit/io/checkpoint_folder.hpp"
 #include "trainkit/state_dict.hpp"
@@ -36,7 +37,12 @@ inline std::filesystem::path resolve_checkpoint(const std::filesystem::path& pat
 
 /// The registered codec (two pointers, returned by value); `option` and
 /// `value` name what asked for it.
-inline detail::CheckpointCodec checkpoint_codec(const char* option, const std::string& value) {
+TRAINKIT_INLINE detail::CheckpointCodec checkpoint_codec(const char* option,
+                                                         const std::string& value);
+
+#if TRAINKIT_DEFINITIONS
+TRAINKIT_INLINE detail::CheckpointCodec checkpoint_codec(const char* option,
+                                                         const std::string& value) {
   const auto codec = detail::checkpoint_codec();
   if (codec.read == nullptr) {
     throw Error(std::string("trainkit: ") + option + " = \"" + value +
@@ -45,5 +51,6 @@ inline detail::CheckpointCodec checkpoint_codec(const char* option, const std::s
   }
   return codec;
 }
+#endif  // TRAINKIT_DEFINITIONS
 
 }  // namespace trainkit::io

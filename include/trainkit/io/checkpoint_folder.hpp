@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "trainkit/detail/linkage.hpp"
 #include "trainkit/error.hpp"
 
 namespace trainkit::io::checkpoint_folder {
@@ -29,7 +30,18 @@ inline std::filesystem::path best_file(const std::filesystem::path& dir) {
 }
 
 /// The step checkpoints in `dir`, oldest first.
-inline std::vector<std::filesystem::path> step_files(const std::filesystem::path& dir) {
+TRAINKIT_INLINE std::vector<std::filesystem::path> step_files(const std::filesystem::path& dir);
+
+/// Points last.ckpt at `file_name` (in the same folder), atomically: a new
+/// link renamed over the old one.
+TRAINKIT_INLINE void link_last(const std::filesystem::path& dir, const std::string& file_name);
+
+/// The folder's latest checkpoint: last.ckpt when present, else the
+/// greatest step-*.ckpt.
+TRAINKIT_INLINE std::filesystem::path latest(const std::filesystem::path& dir);
+
+#if TRAINKIT_DEFINITIONS
+TRAINKIT_INLINE std::vector<std::filesystem::path> step_files(const std::filesystem::path& dir) {
   std::vector<std::filesystem::path> out;
   if (!std::filesystem::is_directory(dir)) return out;
   for (const auto& e : std::filesystem::directory_iterator(dir)) {
@@ -40,9 +52,7 @@ inline std::vector<std::filesystem::path> step_files(const std::filesystem::path
   return out;
 }
 
-/// Points last.ckpt at `file_name` (in the same folder), atomically: a new
-/// link renamed over the old one.
-inline void link_last(const std::filesystem::path& dir, const std::string& file_name) {
+TRAINKIT_INLINE void link_last(const std::filesystem::path& dir, const std::string& file_name) {
   auto tmp = last_link(dir);
   tmp += ".tmp." + std::to_string(::getpid());
   std::filesystem::remove(tmp);
@@ -50,14 +60,13 @@ inline void link_last(const std::filesystem::path& dir, const std::string& file_
   std::filesystem::rename(tmp, last_link(dir));
 }
 
-/// The folder's latest checkpoint: last.ckpt when present, else the
-/// greatest step-*.ckpt.
-inline std::filesystem::path latest(const std::filesystem::path& dir) {
+TRAINKIT_INLINE std::filesystem::path latest(const std::filesystem::path& dir) {
   if (std::filesystem::exists(last_link(dir))) return last_link(dir);
   const auto steps = step_files(dir);
   if (steps.empty())
     throw Error("trainkit: no checkpoint (last.ckpt or step-*.ckpt) in " + dir.string());
   return steps.back();
 }
+#endif  // TRAINKIT_DEFINITIONS
 
 }  // namespace trainkit::io::checkpoint_folder

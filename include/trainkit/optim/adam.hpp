@@ -24,3 +24,7 @@ class Adam : public detail::AdamFamily<AdamOptions, /*decoupled=*/false> {
 };
 
 }  // namespace trainkit::optim
+
+#if TRAINKIT_EXTERN_TEMPLATES  // compiled once, in trainkit/src.hpp
+extern template class trainkit::detail::AdamFamily<trainkit::optim::AdamOptions, false>;
+#endif

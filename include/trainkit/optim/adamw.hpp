@@ -24,3 +24,7 @@ class AdamW : public detail::AdamFamily<AdamWOptions, /*decoupled=*/true> {
 };
 
 }  // namespace trainkit::optim
+
+#if TRAINKIT_EXTERN_TEMPLATES  // compiled once, in trainkit/src.hpp
+extern template class trainkit::detail::AdamFamily<trainkit::optim::AdamWOptions, true>;
+#endif

@@ -4,6 +4,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "trainkit/detail/linkage.hpp"
 #include "trainkit/detail/sgd_kernel.hpp"
 #include "trainkit/error.hpp"
 #include "trainkit/params.hpp"
@@ -25,31 +26,9 @@ class SGD {
     bool maximize = false;
   };
 
-  SGD(FlatParams& params, const Options& options) : params_(&params), options_(options) {
-    using detail::require_option;
-    require_option(options.lr >= 0.0, "optim.lr", options.lr, "a number >= 0");
-    require_option(options.momentum >= 0.0, "optim.momentum", options.momentum, "a number >= 0");
-    require_option(options.weight_decay >= 0.0, "optim.weight_decay", options.weight_decay,
-                   "a number >= 0");
-    require_option(!options.nesterov || (options.momentum > 0.0 && options.dampening == 0.0),
-                   "optim.nesterov", options.nesterov,
-                   "true only with momentum > 0 and dampening == 0");
-    for (auto& g : params.groups()) scratch_.push_back(at::empty_like(g.data));
-    momentum_.resize(scratch_.size());
-  }
+  SGD(FlatParams& params, const Options& options);
 
-  void step() {
-    const auto groups = params_->groups();
-    for (size_t i = 0; i < groups.size(); ++i) {
-      // Like torch.optim.SGD, the buffer is born on the first step with momentum
-      // (a schedule may switch momentum on later) as a copy of the gradient.
-      const bool first = options_.momentum != 0.0 && !momentum_[i].defined();
-      if (first) momentum_[i] = at::empty_like(groups[i].data);
-      detail::sgd_step(groups[i].data, groups[i].grad, momentum_[i], scratch_[i],
-                       {options_.lr, options_.momentum, options_.dampening, options_.weight_decay,
-                        options_.nesterov, options_.maximize, first});
-    }
-  }
+  void step();
 
   double lr() const { return options_.lr; }
   void set_lr(double lr) { options_.lr = lr; }
@@ -58,34 +37,11 @@ class SGD {
   const Options& options() const { return options_; }
   std::vector<at::Tensor>& momentum_buffers() { return momentum_; }
 
-  StateDict state_dict() const {
-    StateDict d;
-    d.values["momentum"] = options_.momentum;  // may be cycled by a schedule
-    for (size_t i = 0; i < momentum_.size(); ++i) {
-      if (momentum_[i].defined()) d.tensors[buffer_name(i)] = momentum_[i];
-    }
-    return d;
-  }
+  StateDict state_dict() const;
   /// The state tensors that follow the flat parameters element by element
   /// (listed before the first step makes them, so a resume can shard them).
-  ElementwiseState elementwise_state() const {
-    ElementwiseState out;
-    for (size_t i = 0; i < params_->groups().size(); ++i) out[buffer_name(i)] = i;
-    return out;
-  }
-  void load_state_dict(const StateDict& d) {
-    const auto groups = params_->groups();
-    std::vector<at::Tensor> buffers(groups.size());
-    for (size_t i = 0; i < groups.size(); ++i) {
-      const auto name = buffer_name(i);
-      // A copy on the parameters' device: checkpoints (and finders' snapshots) hold CPU tensors.
-      if (d.tensors.count(name))
-        buffers[i] = d.tensor_like(name, groups[i].data)
-                         .to(groups[i].data.device(), /*non_blocking=*/false, /*copy=*/true);
-    }
-    options_.momentum = d.value<double>("momentum");
-    momentum_ = std::move(buffers);
-  }
+  ElementwiseState elementwise_state() const;
+  void load_state_dict(const StateDict& d);
 
  private:
   static std::string buffer_name(size_t group) {
@@ -96,5 +52,63 @@ class SGD {
   std::vector<at::Tensor> momentum_;
   std::vector<at::Tensor> scratch_;
 };
+
+#if TRAINKIT_DEFINITIONS
+TRAINKIT_INLINE SGD::SGD(FlatParams& params, const Options& options)
+    : params_(&params), options_(options) {
+  using detail::require_option;
+  require_option(options.lr >= 0.0, "optim.lr", options.lr, "a number >= 0");
+  require_option(options.momentum >= 0.0, "optim.momentum", options.momentum, "a number >= 0");
+  require_option(options.weight_decay >= 0.0, "optim.weight_decay", options.weight_decay,
+                 "a number >= 0");
+  require_option(!options.nesterov || (options.momentum > 0.0 && options.dampening == 0.0),
+                 "optim.nesterov", options.nesterov,
+                 "true only with momentum > 0 and dampening == 0");
+  for (auto& g : params.groups()) scratch_.push_back(at::empty_like(g.data));
+  momentum_.resize(scratch_.size());
+}
+
+TRAINKIT_INLINE void SGD::step() {
+  const auto groups = params_->groups();
+  for (size_t i = 0; i < groups.size(); ++i) {
+    // Like torch.optim.SGD, the buffer is born on the first step with momentum
+    // (a schedule may switch momentum on later) as a copy of the gradient.
+    const bool first = options_.momentum != 0.0 && !momentum_[i].defined();
+    if (first) momentum_[i] = at::empty_like(groups[i].data);
+    detail::sgd_step(groups[i].data, groups[i].grad, momentum_[i], scratch_[i],
+                     {options_.lr, options_.momentum, options_.dampening, options_.weight_decay,
+                      options_.nesterov, options_.maximize, first});
+  }
+}
+
+TRAINKIT_INLINE StateDict SGD::state_dict() const {
+  StateDict d;
+  d.values["momentum"] = options_.momentum;  // may be cycled by a schedule
+  for (size_t i = 0; i < momentum_.size(); ++i) {
+    if (momentum_[i].defined()) d.tensors[buffer_name(i)] = momentum_[i];
+  }
+  return d;
+}
+
+TRAINKIT_INLINE ElementwiseState SGD::elementwise_state() const {
+  ElementwiseState out;
+  for (size_t i = 0; i < params_->groups().size(); ++i) out[buffer_name(i)] = i;
+  return out;
+}
+
+TRAINKIT_INLINE void SGD::load_state_dict(const StateDict& d) {
+  const auto groups = params_->groups();
+  std::vector<at::Tensor> buffers(groups.size());
+  for (size_t i = 0; i < groups.size(); ++i) {
+    const auto name = buffer_name(i);
+    // A copy on the parameters' device: checkpoints (and finders' snapshots) hold CPU tensors.
+    if (d.tensors.count(name))
+      buffers[i] = d.tensor_like(name, groups[i].data)
+                       .to(groups[i].data.device(), /*non_blocking=*/false, /*copy=*/true);
+  }
+  options_.momentum = d.value<double>("momentum");
+  momentum_ = std::move(buffers);
+}
+#endif  // TRAINKIT_DEFINITIONS
 
 }  // namespace trainkit::optim
