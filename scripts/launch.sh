@@ -30,14 +30,15 @@ fi
 port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 if [ -z "$port" ]; then
   # Distinct per launcher (concurrent test runs), then the first free one;
-  # the program may use the next few ports for further process groups. Below
+  # the program may use the next few ports for further process groups. Outside
   # the kernel's ephemeral range: a port there may be held by any outgoing
   # connection, which the probe below does not see, and the bind then fails.
-  ephemeral_low=32768
-  read -r ephemeral_low _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || true
-  span=$((ephemeral_low - 10000 - 64))
-  ((span >= 1000)) || span=1000
-  port=$((10000 + ($$ * 7919) % span))
+  low=32768 high=60999
+  read -r low high 2>/dev/null </proc/sys/net/ipv4/ip_local_port_range || true
+  base=10000 span=$((low - 10000 - 64))  # below the range
+  if ((span < 1000)); then base=$((high + 1)) span=$((65535 - 64 - high)); fi  # above it
+  if ((span < 1000)); then base=20000 span=30000; fi  # no room outside: take the chance
+  port=$((base + ($$ * 7919) % span))
   while port_in_use "$port" || port_in_use $((port + 1)) || port_in_use $((port + 2)); do
     port=$((port + 3))
   done

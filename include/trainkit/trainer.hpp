@@ -351,9 +351,9 @@ class Trainer {
   static std::string legacy_signature() { return detail::trainer_signature(policy_names<true>()); }
 
   void describe(TrainState& state, const FitOptions& options) const {
-    detail::describe_run(
-        state, options, policy_names(),
-        {base_lr_, accumulate_.steps(), parallel_.world_size(), device_.str(), flat_.numel()});
+    detail::describe_run(state, options, policy_names(),
+                         {base_lr_, static_cast<int64_t>(accumulate_.steps()),
+                          static_cast<int>(parallel_.world_size()), device_.str(), flat_.numel()});
   }
 
   /// The checkpoint's parts, in the order they load.

@@ -2,6 +2,7 @@
 // optim::Adam: Adam with L2 weight decay added to the gradient (and amsgrad),
 // as torch.optim.Adam, stepping the flat buffers in one fused pass.
 #include "trainkit/detail/adam_family.hpp"
+#include "trainkit/detail/linkage.hpp"
 
 namespace trainkit::optim {
 

@@ -2,6 +2,7 @@
 // optim::AdamW: Adam with decoupled weight decay (Loshchilov & Hutter), as
 // torch.optim.AdamW, stepping the flat buffers in one fused pass.
 #include "trainkit/detail/adam_family.hpp"
+#include "trainkit/detail/linkage.hpp"
 
 namespace trainkit::optim {
 

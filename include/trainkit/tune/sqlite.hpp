@@ -125,15 +125,16 @@ class SqliteConnection final : public SqlConnection {
   /// `timeout`. Switching a new database takes an exclusive lock, and when
   /// several connections switch it at once SQLite answers SQLITE_BUSY at
   /// once rather than wait (its deadlock rule), so the busy timeout alone
-  /// does not cover workers that open a new study together.
+  /// does not cover workers that open a new study together (nor does this
+  /// with a busy timeout of 0).
   SqlRows switch_to_wal(std::chrono::milliseconds timeout) {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     for (int attempt = 1;; ++attempt) {
       try {
         return query("PRAGMA journal_mode = WAL", {});
       } catch (const Error&) {
-        if (sqlite3_errcode(db_) != SQLITE_BUSY || std::chrono::steady_clock::now() >= deadline)
-          throw;
+        const bool busy = (sqlite3_extended_errcode(db_) & 0xff) == SQLITE_BUSY;  // any BUSY_*
+        if (!busy || std::chrono::steady_clock::now() >= deadline) throw;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(std::min(attempt, 50)));
     }
