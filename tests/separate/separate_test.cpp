@@ -22,7 +22,7 @@ using namespace trainkit;
 namespace {
 
 std::vector<data::Batch> batches() {
-  auto gen = at::make_generator<at::CPUGeneratorImpl>(3);
+  auto gen = data::generator(3);
   std::vector<data::Batch> out;
   for (int i = 0; i < 12; ++i)
     out.push_back({at::randn({16, 4, 4}, gen), at::randint(0, 4, {16}, gen)});

@@ -14,13 +14,12 @@
 #define TRAINKIT_INLINE
 #if defined(TRAINKIT_SOURCE)  // set by trainkit/src.hpp only
 #define TRAINKIT_DEFINITIONS 1
-#define TRAINKIT_EXTERN_TEMPLATES 0
 #else
 #define TRAINKIT_DEFINITIONS 0
-#define TRAINKIT_EXTERN_TEMPLATES 1
 #endif
 #else
 #define TRAINKIT_INLINE inline
 #define TRAINKIT_DEFINITIONS 1
-#define TRAINKIT_EXTERN_TEMPLATES 0
 #endif
+// A file without the definitions declares the instantiations src.hpp makes.
+#define TRAINKIT_EXTERN_TEMPLATES (!TRAINKIT_DEFINITIONS)
