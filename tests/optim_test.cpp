@@ -63,7 +63,9 @@ double run_case(const nlohmann::json& ref, const nlohmann::json& c,
   return worst;
 }
 
-double run_named(const nlohmann::json& ref, const std::string& name) {
+/// `fused`: the optimizers' option (unset: their default).
+double run_named(const nlohmann::json& ref, const std::string& name,
+                 std::optional<bool> fused = std::nullopt) {
   const auto& c = ref["cases"][name];
   const auto& k = c["options"];
   auto get = [&](const char* key, double fallback) {
@@ -78,7 +80,8 @@ double run_named(const nlohmann::json& ref, const std::string& name) {
                                  .dampening = get("dampening", 0),
                                  .weight_decay = get("weight_decay", 0),
                                  .nesterov = flag("nesterov"),
-                                 .maximize = flag("maximize")});
+                                 .maximize = flag("maximize"),
+                                 .fused = fused});
   }
   const double beta1 = k.contains("betas") ? k["betas"][0].get<double>() : 0.9;
   const double beta2 = k.contains("betas") ? k["betas"][1].get<double>() : 0.999;
@@ -89,7 +92,8 @@ double run_named(const nlohmann::json& ref, const std::string& name) {
                                   .beta2 = beta2,
                                   .eps = get("eps", 1e-8),
                                   .weight_decay = get("weight_decay", 0),
-                                  .amsgrad = flag("amsgrad")});
+                                  .amsgrad = flag("amsgrad"),
+                                  .fused = fused});
   }
   REQUIRE(kind == "AdamW");
   return run_case<optim::AdamW>(ref, c,
@@ -98,7 +102,8 @@ double run_named(const nlohmann::json& ref, const std::string& name) {
                                  .beta2 = beta2,
                                  .eps = get("eps", 1e-8),
                                  .weight_decay = get("weight_decay", 0.01),
-                                 .amsgrad = flag("amsgrad")});
+                                 .amsgrad = flag("amsgrad"),
+                                 .fused = fused});
 }
 
 }  // namespace
@@ -112,6 +117,50 @@ TEST_CASE("flat optimizers match torch.optim over 120 steps to 1e-6 relative") {
     MESSAGE(name << ": max relative error " << err);
     CHECK(err <= 1e-6);
   }
+}
+
+TEST_CASE("fused optimizers are bitwise torch.optim's fused=True (LibTorch >= 2.4)") {
+  at::set_num_threads(1);
+  const auto ref = tk_test::load_reference("fused_optim.json");
+  if (!TRAINKIT_HAS_FUSED_OPTIMIZERS) {  // options_test checks that the option is refused
+    MESSAGE("LibTorch " TORCH_VERSION " has no fused optimizer kernels");
+    return;
+  }
+  for (const auto& [name, c] : ref["cases"].items()) {
+    CAPTURE(name);
+    CHECK(run_named(ref, name, /*fused=*/true) == 0.0);
+  }
+  auto p = make_problem(ref);
+  CHECK(optim::AdamW(p.flat, {.fused = true}).fused());
+  CHECK_FALSE(optim::AdamW(p.flat, {}).fused());  // CPUs: trainkit's kernel by default
+  CHECK_FALSE(optim::SGD(p.flat, {}).fused());
+}
+
+TEST_CASE("a fused step given found_inf changes nothing, step count included") {
+  if (!TRAINKIT_HAS_FUSED_OPTIMIZERS) return;  // options_test checks the refusal
+  const auto ref = tk_test::load_reference("fused_optim.json");
+  auto p = make_problem(ref);
+  optim::AdamW adamw(p.flat, {.lr = 1e-2, .fused = true});
+  optim::SGD sgd(p.flat, {.lr = 1e-2, .momentum = 0.9, .fused = true});
+  set_grads(p, ref["grads"][0].get<std::vector<double>>());
+  adamw.step();
+  sgd.step();
+  const auto before = flat_values(p).clone();
+  const auto moment = adamw.exp_avg()[0].clone();
+  const auto buffer = sgd.momentum_buffers()[0].clone();
+  adamw.step_unless_inf(at::ones({1}));
+  sgd.step_unless_inf(at::ones({1}));
+  CHECK(at::equal(flat_values(p), before));
+  CHECK(at::equal(adamw.exp_avg()[0], moment));
+  CHECK(at::equal(sgd.momentum_buffers()[0], buffer));
+  CHECK(adamw.steps_taken() == 1);
+  adamw.step_unless_inf(at::zeros({1}));  // a finite step is an ordinary step
+  CHECK(adamw.steps_taken() == 2);
+  CHECK_FALSE(at::equal(flat_values(p), before));
+  // A checkpoint's step count reaches the device counter.
+  optim::AdamW resumed(p.flat, {.lr = 1e-2, .fused = true});
+  resumed.load_state_dict(adamw.state_dict());
+  CHECK(resumed.steps_taken() == 2);
 }
 
 TEST_CASE("optim::Wrap<torch::optim::SGD> follows the same reference") {

@@ -32,6 +32,12 @@ FlatParams& some_params() {
 
 TEST_CASE("optimizer options") {
   auto& p = some_params();
+  if (!TRAINKIT_HAS_FUSED_OPTIMIZERS) {
+    const std::string accepted = "false or unset with LibTorch " TORCH_VERSION
+                                 " (ATen's fused optimizer kernels need LibTorch >= 2.4)";
+    expect_error([&] { optim::AdamW(p, {.fused = true}); }, "optim.fused", "true", accepted);
+    expect_error([&] { optim::SGD(p, {.fused = true}); }, "optim.fused", "true", accepted);
+  }
   expect_error([&] { optim::SGD(p, {.lr = -0.1}); }, "optim.lr", "-0.1", "a number >= 0");
   expect_error([&] { optim::SGD(p, {.momentum = -1}); }, "optim.momentum", "-1", "a number >= 0");
   expect_error([&] { optim::SGD(p, {.weight_decay = -1}); }, "optim.weight_decay", "-1",

@@ -16,8 +16,8 @@ STEPS = 120
 SHAPES = [(7, 5), (5,), (3, 4, 2), (1,)]
 
 
-def dump(name, payload):
-    payload["generator"] = f"tests/reference/make_reference.py, torch {torch.__version__}"
+def dump(name, payload, script="make_reference.py"):
+    payload["generator"] = f"tests/reference/{script}, torch {torch.__version__}"
     (HERE / name).write_text(json.dumps(payload, indent=None, separators=(",", ":")) + "\n")
 
 
@@ -25,7 +25,8 @@ def flat(tensors):
     return [float(v) for t in tensors for v in t.detach().reshape(-1).tolist()]
 
 
-def optimizer_reference():
+def optimizer_problem():
+    """Initial parameters and STEPS steps of gradients (also make_fused_reference.py's)."""
     g = torch.Generator().manual_seed(1234)
     init = [torch.randn(s, generator=g) for s in SHAPES]
     grads = []
@@ -35,6 +36,28 @@ def optimizer_reference():
         if step % 17 == 5:
             gs[1].zero_()  # a parameter whose gradient is exactly zero this step
         grads.append(gs)
+    return init, grads
+
+
+def run_optimizer(cls, kwargs, decay, init, grads, checkpoints):
+    """The parameters after each checkpoint step, flattened."""
+    params = [p.clone().requires_grad_(True) for p in init]
+    opt = cls(params, **kwargs)
+    snaps = []
+    for step in range(len(grads)):
+        if decay is not None:
+            for group in opt.param_groups:
+                group["lr"] = kwargs["lr"] * decay ** step
+        for p, gr in zip(params, grads[step]):
+            p.grad = gr.clone()
+        opt.step()
+        if step + 1 in checkpoints:
+            snaps.append(flat(params))
+    return snaps
+
+
+def optimizer_reference():
+    init, grads = optimizer_problem()
 
     S = torch.optim
     cases = {
@@ -54,18 +77,7 @@ def optimizer_reference():
     out = {"shapes": SHAPES, "init": flat(init), "grads": [flat(gs) for gs in grads],
            "checkpoints": checkpoints, "cases": {}}
     for name, (cls, kwargs, decay) in cases.items():
-        params = [p.clone().requires_grad_(True) for p in init]
-        opt = cls(params, **kwargs)
-        snaps = []
-        for step in range(STEPS):
-            if decay is not None:
-                for group in opt.param_groups:
-                    group["lr"] = kwargs["lr"] * decay ** step
-            for p, gr in zip(params, grads[step]):
-                p.grad = gr.clone()
-            opt.step()
-            if step + 1 in checkpoints:
-                snaps.append(flat(params))
+        snaps = run_optimizer(cls, kwargs, decay, init, grads, checkpoints)
         out["cases"][name] = {"optimizer": cls.__name__, "options": kwargs, "lr_decay": decay,
                               "params": snaps}
     dump("optim.json", out)

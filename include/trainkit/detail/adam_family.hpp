@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "trainkit/detail/adam_kernel.hpp"
+#include "trainkit/detail/fused_optim.hpp"
 #include "trainkit/error.hpp"
 #include "trainkit/params.hpp"
 #include "trainkit/state_dict.hpp"
@@ -17,6 +18,7 @@ class AdamFamily {
   AdamFamily(FlatParams& params, const OptionsT& options);
 
   void step() {
+    if (fused_) return fused_step(at::Tensor());
     ++steps_;
     const AdamHyper h{options_.lr,           options_.beta1, options_.beta2,   options_.eps,
                       options_.weight_decay, Decoupled,      options_.amsgrad, steps_};
@@ -27,13 +29,39 @@ class AdamFamily {
     }
   }
 
+  /// ATen's fused kernel steps the buffers (the `fused` option).
+  bool fused() const { return fused_; }
+  /// Whether a CUDA graph can capture step_unless_inf (after make_capturable).
+  bool capturable() const { return fused_; }
+  /// From now on the kernel reads the learning rate from a float tensor on
+  /// the parameters' device that set_lr writes, so a captured step sees each
+  /// new value. (Until then it is passed as a number, which is what makes
+  /// eager steps bitwise torch.optim's fused=True with a float lr.)
+  void make_capturable() {
+    require_option(fused_, "optim.fused", false, "true for a capturable step");
+    if (!lr_tensor_.defined())
+      lr_tensor_ = at::full({}, options_.lr, step_count_.front().options());
+  }
+  /// A step that reads nothing from the host: it changes nothing (not even
+  /// the step count) where `found_inf` is nonzero, as torch.optim's fused
+  /// step under a GradScaler. Needs fused().
+  void step_unless_inf(const at::Tensor& found_inf) {
+    require_option(fused_, "optim.fused", false, "true for a step without host reads");
+    fused_step(found_inf);
+  }
+
   double lr() const { return options_.lr; }
-  void set_lr(double lr) { options_.lr = lr; }
+  void set_lr(double lr) {
+    options_.lr = lr;
+    if (lr_tensor_.defined()) lr_tensor_.fill_(lr);
+  }
   /// OneCycle's momentum cycling drives beta1, as PyTorch does for Adam.
   double momentum() const { return options_.beta1; }
   void set_momentum(double beta1) { options_.beta1 = beta1; }
   const OptionsT& options() const { return options_; }
-  int64_t steps_taken() const { return steps_; }
+  int64_t steps_taken() const {
+    return fused_ ? static_cast<int64_t>(step_count_.front().item<float>()) : steps_;
+  }
   std::vector<at::Tensor>& exp_avg() { return exp_avg_; }
 
   StateDict state_dict() const;
@@ -53,10 +81,27 @@ class AdamFamily {
       if (options_.amsgrad) f("max_exp_avg_sq." + n, max_exp_avg_sq_[i], i);
     }
   }
+  void fused_step(const at::Tensor& found_inf) {
+    const FusedAdamHyper h{options_.beta1,        options_.beta2, options_.eps,
+                           options_.weight_decay, Decoupled,      options_.amsgrad};
+    const auto groups = params_->groups();
+    for (size_t i = 0; i < groups.size(); ++i) {
+      step_count_[i].add_(1);
+      fused_adam_step(groups[i].data, groups[i].grad, exp_avg_[i], exp_avg_sq_[i],
+                      max_exp_avg_sq_[i], {options_.lr, lr_tensor_, step_count_[i], found_inf}, h);
+      if (found_inf.defined()) step_count_[i].sub_(found_inf.reshape({}));  // a skip is not a step
+    }
+  }
+
   FlatParams* params_;
   OptionsT options_;
-  int64_t steps_ = 0;
+  bool fused_;
+  int64_t steps_ = 0;  ///< unfused; fused steps count on the device, in step_count_
   std::vector<at::Tensor> exp_avg_, exp_avg_sq_, max_exp_avg_sq_, scratch_;
+  /// Fused only: per group, the float step count torch.optim keeps; the
+  /// learning rate as a device tensor once make_capturable was called.
+  std::vector<at::Tensor> step_count_;
+  at::Tensor lr_tensor_;
 };
 
 // Out of line, so that TRAINKIT_SEPARATE_COMPILATION programs compile them
@@ -73,18 +118,24 @@ AdamFamily<OptionsT, Decoupled>::AdamFamily(FlatParams& params, const OptionsT& 
   require_option(options.eps >= 0.0, "optim.eps", options.eps, "a number >= 0");
   require_option(options.weight_decay >= 0.0, "optim.weight_decay", options.weight_decay,
                  "a number >= 0");
-  for (auto& g : params.groups()) {
+  const auto groups = params.groups();
+  fused_ = !groups.empty() && resolve_fused(options.fused, groups.front().data.device());
+  for (auto& g : groups) {
     exp_avg_.push_back(at::zeros_like(g.data));
     exp_avg_sq_.push_back(at::zeros_like(g.data));
     max_exp_avg_sq_.push_back(options.amsgrad ? at::zeros_like(g.data) : at::Tensor());
-    scratch_.push_back(at::empty_like(g.data));
+    if (fused_) {
+      step_count_.push_back(at::zeros({}, g.data.options().dtype(at::kFloat)));
+    } else {
+      scratch_.push_back(at::empty_like(g.data));
+    }
   }
 }
 
 template <class OptionsT, bool Decoupled>
 StateDict AdamFamily<OptionsT, Decoupled>::state_dict() const {
   StateDict d;
-  d.values["steps"] = steps_;
+  d.values["steps"] = steps_taken();
   d.values["beta1"] = options_.beta1;  // may be cycled by a schedule
   for_each_moment(
       [&](const std::string& name, const at::Tensor& t, size_t) { d.tensors[name] = t; });
@@ -116,6 +167,7 @@ void AdamFamily<OptionsT, Decoupled>::load_state_dict(const StateDict& d) {
     if (options_.amsgrad) max_exp_avg_sq_[i].copy_(vmax[i]);
   }
   steps_ = steps;
+  for (auto& count : step_count_) count.fill_(static_cast<double>(steps));
   options_.beta1 = beta1;
 }
 

@@ -24,6 +24,11 @@
   (TORCH_VERSION_MAJOR > (major) ||           \
    (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
 
+// ATen's fused optimizer kernels (torch.optim's fused=True): _fused_adam_,
+// _fused_adamw_ and _fused_sgd_ with a tensor learning rate, on CUDA and on
+// CPUs, all from LibTorch 2.4 (detail/fused_optim.hpp).
+#define TRAINKIT_HAS_FUSED_OPTIMIZERS TRAINKIT_TORCH_AT_LEAST(2, 4)
+
 namespace trainkit::detail {
 
 inline bool autocast_enabled(c10::DeviceType device) {

@@ -1,6 +1,8 @@
 #pragma once
 // optim::Adam: Adam with L2 weight decay added to the gradient (and amsgrad),
 // as torch.optim.Adam, stepping the flat buffers in one fused pass.
+#include <optional>
+
 #include "trainkit/detail/adam_family.hpp"
 #include "trainkit/detail/linkage.hpp"
 
@@ -13,6 +15,9 @@ struct AdamOptions {
   double eps = 1e-8;
   double weight_decay = 0.0;
   bool amsgrad = false;
+  /// ATen's fused kernel (torch.optim's fused=True; LibTorch >= 2.4). Unset:
+  /// fused on CUDA, trainkit's own kernel on CPUs; true: fused everywhere.
+  std::optional<bool> fused{};
 };
 
 class Adam : public detail::AdamFamily<AdamOptions, /*decoupled=*/false> {

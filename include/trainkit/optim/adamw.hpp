@@ -1,6 +1,8 @@
 #pragma once
 // optim::AdamW: Adam with decoupled weight decay (Loshchilov & Hutter), as
 // torch.optim.AdamW, stepping the flat buffers in one fused pass.
+#include <optional>
+
 #include "trainkit/detail/adam_family.hpp"
 #include "trainkit/detail/linkage.hpp"
 
@@ -13,6 +15,9 @@ struct AdamWOptions {
   double eps = 1e-8;
   double weight_decay = 1e-2;
   bool amsgrad = false;
+  /// ATen's fused kernel (torch.optim's fused=True; LibTorch >= 2.4). Unset:
+  /// fused on CUDA, trainkit's own kernel on CPUs; true: fused everywhere.
+  std::optional<bool> fused{};
 };
 
 class AdamW : public detail::AdamFamily<AdamWOptions, /*decoupled=*/true> {

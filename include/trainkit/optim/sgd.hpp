@@ -1,9 +1,11 @@
 #pragma once
 // optim::SGD: stochastic gradient descent with momentum, dampening, Nesterov
 // and L2 weight decay, as torch.optim.SGD, stepping the flat buffers at once.
+#include <optional>
 #include <type_traits>
 #include <vector>
 
+#include "trainkit/detail/fused_optim.hpp"
 #include "trainkit/detail/linkage.hpp"
 #include "trainkit/detail/sgd_kernel.hpp"
 #include "trainkit/error.hpp"
@@ -24,14 +26,32 @@ class SGD {
     double weight_decay = 0.0;
     bool nesterov = false;
     bool maximize = false;
+    /// ATen's fused kernel (torch.optim's fused=True; LibTorch >= 2.4). Unset:
+    /// fused on CUDA, trainkit's own kernel on CPUs; true: fused everywhere.
+    std::optional<bool> fused{};
   };
 
   SGD(FlatParams& params, const Options& options);
 
   void step();
 
+  /// ATen's fused kernel steps the buffers (the `fused` option).
+  bool fused() const { return fused_; }
+  /// Whether a CUDA graph can capture step_unless_inf (after make_capturable;
+  /// the first step with momentum makes the buffers, so it runs eagerly).
+  bool capturable() const { return fused_; }
+  /// The kernel reads the learning rate from a device tensor from now on
+  /// (see AdamW's make_capturable).
+  void make_capturable();
+  /// A step that changes nothing where `found_inf` is nonzero, without host
+  /// reads. Needs fused().
+  void step_unless_inf(const at::Tensor& found_inf);
+
   double lr() const { return options_.lr; }
-  void set_lr(double lr) { options_.lr = lr; }
+  void set_lr(double lr) {
+    options_.lr = lr;
+    if (lr_tensor_.defined()) lr_tensor_.fill_(lr);
+  }
   double momentum() const { return options_.momentum; }
   void set_momentum(double m) { options_.momentum = m; }
   const Options& options() const { return options_; }
@@ -47,10 +67,14 @@ class SGD {
   static std::string buffer_name(size_t group) {
     return "momentum_buffer." + std::to_string(group);
   }
+  void fused_step(const at::Tensor& found_inf);
+
   FlatParams* params_;
   Options options_;
+  bool fused_;
   std::vector<at::Tensor> momentum_;
   std::vector<at::Tensor> scratch_;
+  at::Tensor lr_tensor_;  ///< fused, after make_capturable
 };
 
 #if TRAINKIT_DEFINITIONS
@@ -64,11 +88,41 @@ TRAINKIT_INLINE SGD::SGD(FlatParams& params, const Options& options)
   require_option(!options.nesterov || (options.momentum > 0.0 && options.dampening == 0.0),
                  "optim.nesterov", options.nesterov,
                  "true only with momentum > 0 and dampening == 0");
-  for (auto& g : params.groups()) scratch_.push_back(at::empty_like(g.data));
+  const auto groups = params.groups();
+  fused_ = !groups.empty() && detail::resolve_fused(options.fused, groups.front().data.device());
+  for (auto& g : groups) scratch_.push_back(fused_ ? at::Tensor() : at::empty_like(g.data));
   momentum_.resize(scratch_.size());
 }
 
+TRAINKIT_INLINE void SGD::make_capturable() {
+  detail::require_option(fused_, "optim.fused", false, "true for a capturable step");
+  if (!lr_tensor_.defined()) {
+    lr_tensor_ =
+        at::full({}, options_.lr, params_->groups().front().data.options().dtype(at::kFloat));
+  }
+}
+
+TRAINKIT_INLINE void SGD::step_unless_inf(const at::Tensor& found_inf) {
+  detail::require_option(fused_, "optim.fused", false, "true for a step without host reads");
+  fused_step(found_inf);
+}
+
+TRAINKIT_INLINE void SGD::fused_step(const at::Tensor& found_inf) {
+  const auto groups = params_->groups();
+  for (size_t i = 0; i < groups.size(); ++i) {
+    const bool with_momentum = options_.momentum != 0.0;
+    const bool first = with_momentum && !momentum_[i].defined();
+    if (first) momentum_[i] = at::empty_like(groups[i].data);  // the kernel copies the gradient in
+    detail::fused_sgd_step(groups[i].data, groups[i].grad,
+                           with_momentum ? momentum_[i] : at::Tensor(),
+                           {options_.lr, lr_tensor_, at::Tensor(), found_inf},
+                           {options_.momentum, options_.dampening, options_.weight_decay,
+                            options_.nesterov, options_.maximize, first});
+  }
+}
+
 TRAINKIT_INLINE void SGD::step() {
+  if (fused_) return fused_step(at::Tensor());
   const auto groups = params_->groups();
   for (size_t i = 0; i < groups.size(); ++i) {
     // Like torch.optim.SGD, the buffer is born on the first step with momentum
