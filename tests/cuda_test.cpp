@@ -1,7 +1,8 @@
 // The CUDA paths, run where LibTorch sees a GPU (scripts/run.sh gpu) and
 // reported as skipped elsewhere (CTest's SKIP_REGULAR_EXPRESSION matches the
 // line REQUIRE_CUDA prints): fp16 with PyTorch's `_amp_*` kernels, bf16
-// autocast, pinned side-stream batches, CUDA RNG in checkpoints, NCCL.
+// autocast, pinned side-stream batches, CUDA RNG in checkpoints, NCCL, fused
+// optimizers and whole steps captured as CUDA graphs.
 #include <trainkit/data.hpp>
 #include <trainkit/io.hpp>
 #include <trainkit/parallel/ddp.hpp>
@@ -10,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "graph_cases.hpp"
 #include "scaler_trajectory.hpp"
 #include "support.hpp"
 
@@ -202,4 +204,53 @@ TEST_CASE("NCCL with one rank: DDP trains exactly as one device") {
   ddp.fit(task::Classification{}, data, {.epochs = 2});
   const auto a = one.model().parameters(), b = ddp.model().parameters();
   for (size_t i = 0; i < a.size(); ++i) CHECK(tk_test::max_rel_error(b[i], a[i]) < 1e-6);
+}
+
+TEST_CASE("fused AdamW and SGD on CUDA: one kernel per buffer, as on the CPU") {
+  REQUIRE_CUDA();
+  REQUIRE(TRAINKIT_HAS_FUSED_OPTIMIZERS);
+  // The unset option picks the fused kernels on CUDA; they match the CPU's to rounding.
+  auto run = [](torch::Device device, bool sgd) {
+    torch::manual_seed(3);
+    auto model = tk_test::seeded_mlp();
+    const auto data = tk_test::graph_batches(10);
+    if (sgd) {
+      Trainer<optim::SGD> t(model, {.optim = {.lr = 0.05, .momentum = 0.9, .fused = true},
+                                    .parallel = {.device = device}});
+      CHECK(t.optimizer().fused());
+      t.fit(task::Classification{}, data);
+    } else {
+      Trainer<> t(model, {.optim = {.lr = 1e-2,
+                                    .fused = device.is_cpu() ? std::optional(true) : std::nullopt},
+                          .parallel = {.device = device}});
+      CHECK(t.optimizer().fused());
+      t.fit(task::Classification{}, data);
+    }
+    return tk_test::snapshot(*model.ptr());
+  };
+  for (const bool sgd : {false, true}) {
+    const auto gpu = run(cuda, sgd), cpu = run(torch::kCPU, sgd);
+    for (size_t i = 0; i < gpu.size(); ++i)
+      CHECK(tk_test::max_rel_error(gpu[i].cpu(), cpu[i]) < 1e-4);
+  }
+}
+
+TEST_CASE("a captured step on CUDA equals the eager step over 20 steps") {
+  REQUIRE_CUDA();
+  tk_test::check_graph_equals_eager(cuda);
+}
+
+TEST_CASE("a captured fp16 step on CUDA that meets inf skips the update like eager") {
+  REQUIRE_CUDA();
+  tk_test::check_graph_inf_skip(cuda);
+}
+
+TEST_CASE("a captured run on CUDA resumes from a checkpoint like an unbroken one") {
+  REQUIRE_CUDA();
+  tk_test::check_graph_resume(cuda);
+}
+
+TEST_CASE("a host-reading callback on CUDA keeps steps eager, with the reason") {
+  REQUIRE_CUDA();
+  tk_test::check_host_reader_fallback(cuda);
 }

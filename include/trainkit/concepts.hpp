@@ -82,6 +82,16 @@ template <class O>
 concept HasSetMomentum = requires(O& o, double m) {
   o.set_momentum(m);
 };
+/// Optional: a step a CUDA graph can capture (Trainer option cuda_graph):
+/// after make_capturable() the step reads no host value, and
+/// step_unless_inf(found_inf) changes nothing where the device flag is set.
+/// capturable() says whether this instance can (optim::AdamW: when fused).
+template <class O>
+concept HasCapturableStep = requires(O& o, const O& c, const at::Tensor& found_inf) {
+  { c.capturable() } -> std::convertible_to<bool>;
+  o.make_capturable();
+  o.step_unless_inf(found_inf);
+};
 template <class O>
 concept OptimizerPolicy = detail::HasDefaultOptions<O> && detail::OptimizerConstructible<O> &&
     detail::HasStep<O> && detail::HasLr<O> && detail::HasSetLr<O>;
@@ -155,6 +165,12 @@ concept HasUpdate = requires(P& p) {
 template <class P>
 concept HasLossScale = requires(const P& p) {
   { p.loss_scale() } -> std::convertible_to<at::Tensor>;
+};
+/// Optional: the device flag unscale() sets on inf/NaN, for a step that skips
+/// on the device (a captured step) instead of reading it in step().
+template <class P>
+concept HasFoundInf = requires(const P& p) {
+  { p.found_inf() } -> std::convertible_to<at::Tensor>;
 };
 template <class P>
 concept PrecisionPolicy = detail::HasDefaultOptions<P> && detail::PrecisionConstructible<P> &&

@@ -34,7 +34,10 @@ class FlatParams {
 
   /// Flattens `params` (those that require grad; shared tensors once).
   /// Call after the module has reached its device: moving it later undoes this.
-  explicit FlatParams(const std::vector<at::Tensor>& params);
+  /// With ChannelsLast, 4-d parameters become NHWC-strided views (the
+  /// buffer stays one block; autograd keeps the gradients in that layout).
+  explicit FlatParams(const std::vector<at::Tensor>& params,
+                      at::MemoryFormat format = at::MemoryFormat::Contiguous);
 
   explicit FlatParams(torch::nn::Module& module) : FlatParams(module.parameters()) {}
 
@@ -75,20 +78,21 @@ class FlatParams {
 
  private:
   FlatGroup& group_for(const at::Tensor& p);
-  static void flatten(FlatGroup& g);
+  static void flatten(FlatGroup& g, at::MemoryFormat format);
 
   std::vector<FlatGroup> groups_;
 };
 
 #if TRAINKIT_DEFINITIONS
-TRAINKIT_INLINE FlatParams::FlatParams(const std::vector<at::Tensor>& params) {
+TRAINKIT_INLINE FlatParams::FlatParams(const std::vector<at::Tensor>& params,
+                                       at::MemoryFormat format) {
   torch::NoGradGuard no_grad;
   std::unordered_set<const void*> seen;
   for (const auto& p : params) {
     if (!p.requires_grad() || !seen.insert(p.unsafeGetTensorImpl()).second) continue;
     group_for(p).params.push_back(p);
   }
-  for (auto& g : groups_) flatten(g);
+  for (auto& g : groups_) flatten(g, format);
 }
 
 TRAINKIT_INLINE FlatParams FlatParams::shard(int rank, int world) const {
@@ -111,7 +115,7 @@ TRAINKIT_INLINE FlatGroup& FlatParams::group_for(const at::Tensor& p) {
   return groups_.emplace_back();
 }
 
-TRAINKIT_INLINE void FlatParams::flatten(FlatGroup& g) {
+TRAINKIT_INLINE void FlatParams::flatten(FlatGroup& g, at::MemoryFormat format) {
   int64_t total = 0;
   for (const auto& p : g.params) {
     g.offsets.push_back(total);
@@ -123,10 +127,16 @@ TRAINKIT_INLINE void FlatParams::flatten(FlatGroup& g) {
   for (size_t i = 0; i < g.params.size(); ++i) {
     auto& p = g.params[i];
     const int64_t n = p.numel();
-    auto data_view = g.data.narrow(0, g.offsets[i], n);
-    data_view.copy_(p.detach().reshape({-1}));
-    p.set_data(data_view.view(p.sizes()));
-    p.mutable_grad() = g.grad.narrow(0, g.offsets[i], n).view(p.sizes());
+    // The same n elements, laid out as the parameter's memory format asks.
+    const auto shape = [&](const at::Tensor& flat) {
+      if (format == at::MemoryFormat::ChannelsLast && p.dim() == 4)
+        return flat.as_strided(p.sizes(), c10::get_channels_last_strides_2d(p.sizes()));
+      return flat.view(p.sizes());
+    };
+    auto data_view = shape(g.data.narrow(0, g.offsets[i], n));
+    data_view.copy_(p.detach());
+    p.set_data(data_view);
+    p.mutable_grad() = shape(g.grad.narrow(0, g.offsets[i], n));
   }
 }
 #endif  // TRAINKIT_DEFINITIONS

@@ -8,7 +8,8 @@
 //     step unless inf/NaN; update scale; advance schedule; zero grads
 //   an epoch ending inside a window steps with the partial window, rescaled
 //   to the mean over the micro-batches seen; nothing reads the device in the
-//   hot path.
+//   hot path. With the cuda_graph option the whole step is one recorded graph
+//   (capture_step, graph_step below) once a few eager steps have run.
 #include <torch/nn/module.h>
 #include <torch/types.h>
 
@@ -17,6 +18,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -39,6 +41,8 @@
 #include "trainkit/detail/loss_meter.hpp"
 #include "trainkit/detail/policy_checks.hpp"
 #include "trainkit/detail/signals.hpp"
+#include "trainkit/detail/step_graph.hpp"
+#include "trainkit/device_options.hpp"
 #include "trainkit/error.hpp"
 #include "trainkit/io/checkpoint_codec.hpp"
 #include "trainkit/io/named_tensors.hpp"
@@ -60,6 +64,10 @@ struct TrainerOptions {
   detail::options_t<Accumulate> accumulate{};
   detail::options_t<Clip> clip{};
   detail::options_t<Parallel> parallel{};
+  /// TF32, cuDNN autotuning, channels-last (process-wide, as torch.backends).
+  DeviceOptions device{};
+  /// The whole step as one CUDA graph (off by default).
+  CudaGraphOptions cuda_graph{};
   /// Keep freed CPU memory for reuse (see detail/allocator.hpp); process-wide.
   bool keep_freed_cpu_memory = true;
 };
@@ -101,6 +109,7 @@ struct RunFacts {
   int world_size;
   std::string device;
   int64_t parameters;
+  DeviceSettings device_settings;
 };
 
 // The Trainer's code that does not depend on its policies: one definition
@@ -158,13 +167,18 @@ class Trainer {
       : model_(std::move(model)),
         parallel_(options.parallel),
         device_(prepare(parallel_, model_, options.keep_freed_cpu_memory)),
-        flat_(model_.module()),
+        device_settings_(detail::apply_device_options(options.device)),
+        flat_(model_.module().parameters(), device_settings_.channels_last
+                                                ? at::MemoryFormat::ChannelsLast
+                                                : at::MemoryFormat::Contiguous),
         optimizer_(parallel_.attach(flat_), options.optim),
         scheduler_(options.sched),
         precision_(options.precision, device_),
         accumulate_(options.accumulate),
         clip_(options.clip),
-        base_lr_(optimizer_.lr()) {
+        base_lr_(optimizer_.lr()),
+        graph_options_(options.cuda_graph) {
+    detail::check_graph_options(graph_options_);
     detail::require_option(flat_.numel() > 0, "model", "no trainable parameters",
                            "a model with at least one parameter that requires grad");
     parallel_.check_same("trainer (policies and accumulation steps)",
@@ -208,7 +222,10 @@ class Trainer {
     check_momentum_schedule();
     describe(state, options);
 
-    detail::CallbackSet<Callbacks...> hooks(std::forward<Callbacks>(callbacks)...);
+    using Hooks = detail::CallbackSet<Callbacks...>;
+    Hooks hooks(std::forward<Callbacks>(callbacks)...);
+    constexpr bool kCapturable = graph_blocker<Hooks>() == nullptr;
+    [[maybe_unused]] const bool capture = plan_graph<Hooks>(state);
     epoch_done_ = false;
     // Every rank calls this at the same point; rank 0 writes once all are there.
     state.checkpoint_writer_ = [&](const std::filesystem::path& path) {
@@ -249,11 +266,22 @@ class Trainer {
         hooks.template dispatch<OnEpochBegin>(state);
 
         if (skip == 0) epoch_loss_.reset();
-        int64_t k = 0;        // micro-batches in the open window
-        int64_t skipped = 0;  // data without set_start: skip by reading
+        int64_t k = 0;                    // micro-batches in the open window
+        int64_t skipped = 0;              // data without set_start: skip by reading
+        std::vector<data::Batch> window;  // the open window, when steps are graphs
         for (auto&& batch : train_data) {
           if constexpr (!HasSetStart<Data>) {
             if (skipped++ < skip) continue;
+          }
+          if constexpr (kCapturable) {
+            if (capture) {
+              window.push_back(batch);
+              if (static_cast<int64_t>(window.size()) < n) continue;
+              graph_step(task, window, state, hooks, options, result);
+              window.clear();
+              if (state.stop_requested() || state.step == options.max_steps) break;
+              continue;
+            }
           }
           micro_batch(task, batch, /*last=*/k + 1 == n, n, state);
           if (++k == n) {
@@ -263,6 +291,7 @@ class Trainer {
           }
         }
         if (result.interrupted) break;  // the checkpoint resumes inside this epoch
+        for (const auto& batch : window) micro_batch(task, batch, ++k == n, n, state);
         if (k > 0) end_step(k, n, state, hooks, options, result);
         if (const auto loss = coordinator().global_mean(epoch_loss_.sum(), epoch_loss_.count()))
           state.metrics["train_loss"] = *loss;
@@ -301,7 +330,7 @@ class Trainer {
     module.eval();
     torch::NoGradGuard no_grad;
     const auto [sums, count] = detail::evaluation_sums(data, [&](const data::Batch& raw) {
-      const auto batch = raw.to(device_);
+      const auto batch = to_device(raw);
       [[maybe_unused]] auto autocast = precision_.autocast();
       return task.step(model_, batch);
     });
@@ -317,6 +346,17 @@ class Trainer {
   Precision& precision() { return precision_; }
   Clip& clip() { return clip_; }
   Parallel& parallel() { return parallel_; }
+  /// Whether the policies and these callbacks allow a captured step (the
+  /// device and options are checked when fit starts).
+  template <class... Callbacks>
+  static constexpr bool capturable_with() {
+    return graph_blocker<detail::CallbackSet<Callbacks...>>() == nullptr;
+  }
+  /// Why steps stay eager although cuda_graph.enabled ("" when they are
+  /// captured, or capture was not asked for).
+  const std::string& graph_fallback_reason() const { return graph_.blocker; }
+  /// Whether the last fit's steps replay a recorded graph.
+  bool graph_recorded() const { return graph_.graph.recorded(); }
 
  private:
   /// Micro-batches per step when the Accumulate policy fixes them at compile
@@ -351,9 +391,10 @@ class Trainer {
   static std::string legacy_signature() { return detail::trainer_signature(policy_names<true>()); }
 
   void describe(TrainState& state, const FitOptions& options) const {
-    detail::describe_run(state, options, policy_names(),
-                         {base_lr_, static_cast<int64_t>(accumulate_.steps()),
-                          static_cast<int>(parallel_.world_size()), device_.str(), flat_.numel()});
+    detail::describe_run(
+        state, options, policy_names(),
+        {base_lr_, static_cast<int64_t>(accumulate_.steps()),
+         static_cast<int>(parallel_.world_size()), device_.str(), flat_.numel(), device_settings_});
   }
 
   /// The checkpoint's parts, in the order they load.
@@ -408,9 +449,18 @@ class Trainer {
     return parallel.device();
   }
 
+  /// A batch on the device, inputs in the model's memory format.
+  data::Batch to_device(const data::Batch& raw) const {
+    auto batch = raw.to(device_);
+    if (device_settings_.channels_last && batch.input.dim() == 4) {
+      batch.input = batch.input.contiguous(at::MemoryFormat::ChannelsLast);
+    }
+    return batch;
+  }
+
   template <class TaskT>
   void micro_batch(TaskT& task, const data::Batch& raw, bool last, int64_t n, TrainState& state) {
-    const auto batch = raw.to(device_);
+    const auto batch = to_device(raw);
     auto run = [&] {
       StepOutput out;
       {
@@ -456,11 +506,17 @@ class Trainer {
     flat_.zero_grad();
   }
 
-  /// The boundary, on_step_end, and a pending signal's checkpoint.
+  /// The boundary, then after_step.
   template <class Hooks>
   void end_step(int64_t seen, int64_t n, TrainState& state, Hooks& hooks, const FitOptions& options,
                 FitResult& result) {
     boundary(seen, n, state, hooks);
+    after_step(state, hooks, options, result);
+  }
+
+  /// on_step_end, and a pending signal's checkpoint.
+  template <class Hooks>
+  void after_step(TrainState& state, Hooks& hooks, const FitOptions& options, FitResult& result) {
     hooks.template dispatch<OnStepEnd>(state);
     state.end_step();
     const bool watch_signals = !options.checkpoint_on_signal.empty() && !result.interrupted;
@@ -473,6 +529,185 @@ class Trainer {
       result.interrupted = true;
     }
   }
+
+  // ---- captured steps (cuda_graph) -------------------------------------------
+
+  /// What the types alone rule out, or nullptr.
+  template <class Hooks>
+  static constexpr const char* graph_blocker() {
+    if constexpr (!std::is_same_v<Parallel, parallel::Single>) {
+      return "only parallel::Single is captured: the data-parallel policies' collectives are "
+             "driven from the host";
+    } else if constexpr (Hooks::template defines<OnBeforeStep>) {
+      return "a callback defines on_before_step, which runs on the host between backward and the "
+             "optimizer step (and may skip it)";
+    } else if constexpr (!HasCapturableStep<Optimizer>) {
+      return "the optimizer has no capturable step (capturable, make_capturable, step_unless_inf)";
+    } else {
+      return nullptr;
+    }
+  }
+
+  /// At fit's start: whether steps will be captured; if asked for and not
+  /// possible, the reason goes to the run's configuration and, once, stderr.
+  template <class Hooks>
+  bool plan_graph(TrainState& state) {
+    graph_ = {};  // a graph holds this fit's task and static buffers
+    if (!graph_options_.enabled) return false;
+    if constexpr (constexpr const char* reason = graph_blocker<Hooks>(); reason != nullptr) {
+      graph_.blocker = reason;
+    } else {
+      graph_.blocker = graph_blocker_at_run_time();
+    }
+    report_graph(state);
+    return graph_.blocker.empty();
+  }
+
+  std::string graph_blocker_at_run_time() const {
+    if (!graph_options_.emulate) {
+      if (!device_.is_cuda()) return "the device is " + device_.str() + ", not CUDA";
+      if (!TRAINKIT_HAS_CUDA) return "this build has no CUDA (TRAINKIT_HAS_CUDA is 0)";
+    }
+    if constexpr (HasMomentumAt<Scheduler> && HasSetMomentum<Optimizer>) {
+      if (scheduler_.momentum_at(0).has_value()) {
+        return "the schedule cycles momentum (beta1), which the fused kernels take as a number: "
+               "sched.cycle_momentum = false captures the step";
+      }
+    }
+    if constexpr (HasCapturableStep<Optimizer>) {
+      if (!optimizer_.capturable()) {
+        return "the optimizer steps with host-side values: optim.fused = true (LibTorch >= 2.4) "
+               "gives a capturable step";
+      }
+    }
+    return "";
+  }
+
+  void report_graph(TrainState& state) {
+    auto& entry = state.config["cuda_graph"];
+    if (graph_.blocker.empty()) {
+      entry = std::string(graph_options_.emulate ? "emulated" : "captured") + " after " +
+              std::to_string(graph_options_.warmup_steps) + " eager steps";
+      return;
+    }
+    entry = "eager: " + graph_.blocker;
+    if (graph_.blocker != last_graph_report_ && parallel_.is_main()) {
+      std::fprintf(stderr, "trainkit: cuda_graph: steps stay eager: %s\n", graph_.blocker.c_str());
+    }
+    last_graph_report_ = graph_.blocker;
+  }
+
+  /// One step of a full window: eager until warmed up (or when the window's
+  /// shapes differ from the recorded ones), else copy the window into the
+  /// static buffers and replay.
+  template <class TaskT, class Hooks>
+  void graph_step(TaskT& task, const std::vector<data::Batch>& window, TrainState& state,
+                  Hooks& hooks, const FitOptions& options, FitResult& result) {
+    auto& g = graph_;
+    const auto n = static_cast<int64_t>(window.size());
+    if (!g.graph.recorded() && g.eager_steps >= graph_options_.warmup_steps && g.blocker.empty()) {
+      capture_step(task, window, state);
+    }
+    if (!g.graph.recorded() || !g.holds(window)) {
+      detail::SideStream side(device_);  // warm-up runs beside the default stream
+      for (int64_t k = 0; k < n; ++k) micro_batch(task, window[k], k + 1 == n, n, state);
+      end_step(n, n, state, hooks, options, result);
+      ++g.eager_steps;
+      return;
+    }
+    for (int64_t k = 0; k < n; ++k) {
+      g.inputs[k].input.copy_(window[k].input, /*non_blocking=*/true);
+      g.inputs[k].target.copy_(window[k].target, /*non_blocking=*/true);
+    }
+    g.graph.replay();
+    // What the eager step does on the host.
+    for (int64_t k = 0; k < n; ++k) {
+      epoch_loss_.add(g.losses[k]);
+      state.samples_seen += g.batch_sizes[k];
+      ++state.batch;
+    }
+    state.loss_tensor_ = g.losses.back();
+    if constexpr (HasLastNorm<Clip>) state.grad_norm_tensor_ = g.grad_norm;
+    if constexpr (HasLossScale<Precision>) state.loss_scale_tensor_ = precision_.loss_scale();
+    ++state.step;
+    apply_schedule(state);
+    after_step(state, hooks, options, result);
+  }
+
+  /// Records the step body on static copies of `window`; on failure steps
+  /// stay eager and the reason is reported.
+  template <class TaskT>
+  void capture_step(TaskT& task, const std::vector<data::Batch>& window, TrainState& state) {
+    auto& g = graph_;
+    g.inputs.clear();
+    for (const auto& batch : window) {
+      const auto b = to_device(batch);
+      g.inputs.push_back({b.input.clone(), b.target.clone()});  // clone keeps the memory format
+    }
+    const auto n = static_cast<int64_t>(window.size());
+    g.losses.assign(n, at::Tensor());
+    g.batch_sizes.assign(n, 0);
+    optimizer_.make_capturable();
+    optimizer_.set_lr(state.lr);  // now on the device, where each replay reads it
+    try {
+      g.graph.record([this, &task, n] { step_body(task, n); }, device_, graph_options_.emulate);
+    } catch (const std::exception& e) {
+      g.blocker = std::string("capture failed: ") + e.what();
+      g.inputs.clear();
+      report_graph(state);
+    }
+  }
+
+  /// The recorded step: N micro-batches from the static buffers, then the
+  /// boundary with no host read (the fused step skips on the device flag).
+  template <class TaskT>
+  void step_body(TaskT& task, int64_t n) {
+    auto& g = graph_;
+    for (int64_t k = 0; k < n; ++k) {
+      StepOutput out;
+      {
+        [[maybe_unused]] auto autocast = precision_.autocast();
+        out = task.step(model_, g.inputs[k]);
+      }
+      precision_.backward(n == 1 ? out.loss : out.loss / static_cast<double>(n));
+      g.losses[k] = out.loss.detach();  // a graph's output: each replay writes it
+      g.batch_sizes[k] = out.batch_size;
+    }
+    precision_.unscale(flat_);
+    clip_.clip(flat_);
+    if constexpr (HasLastNorm<Clip>) g.grad_norm = clip_.last_norm();
+    if constexpr (HasFoundInf<Precision> && HasCapturableStep<Optimizer>) {
+      optimizer_.step_unless_inf(precision_.found_inf());
+    } else {
+      precision_.step([this] { optimizer_.step(); });
+    }
+    precision_.update();
+    flat_.zero_grad();
+  }
+
+  struct GraphRun {
+    detail::StepGraph graph;
+    std::vector<data::Batch> inputs;  ///< static buffers, one per micro-batch
+    std::vector<at::Tensor> losses;   ///< written by each replay
+    std::vector<int64_t> batch_sizes;
+    at::Tensor grad_norm;  ///< clip's pre-clip norm, written by each replay
+    int64_t eager_steps = 0;
+    std::string blocker;  ///< why steps stay eager, or ""
+
+    /// Whether `window` has the recorded shapes and types.
+    bool holds(const std::vector<data::Batch>& window) const {
+      if (window.size() != inputs.size()) return false;
+      for (size_t k = 0; k < window.size(); ++k) {
+        const auto& a = window[k];
+        const auto& b = inputs[k];
+        if (a.input.sizes() != b.input.sizes() || a.target.sizes() != b.target.sizes() ||
+            a.input.scalar_type() != b.input.scalar_type() ||
+            a.target.scalar_type() != b.target.scalar_type())
+          return false;
+      }
+      return true;
+    }
+  };
 
   detail::Coordinator<Parallel> coordinator() { return detail::Coordinator<Parallel>(parallel_); }
 
@@ -502,6 +737,7 @@ class Trainer {
   ModelRef model_;
   Parallel parallel_;
   torch::Device device_;
+  detail::DeviceSettings device_settings_;
   FlatParams flat_;
   Optimizer optimizer_;
   Scheduler scheduler_;
@@ -509,6 +745,9 @@ class Trainer {
   Accumulate accumulate_;
   Clip clip_;
   double base_lr_;
+  CudaGraphOptions graph_options_;
+  GraphRun graph_;
+  std::string last_graph_report_;  ///< the fallback reason last printed
   detail::LossMeter epoch_loss_;
   bool epoch_done_ = false;  ///< on_epoch_end has begun: a checkpoint resumes at the next epoch
   std::pair<int64_t, int64_t> resume_at_{0, 0};  ///< (epoch, batch) this fit starts at
@@ -539,6 +778,11 @@ TRAINKIT_INLINE void describe_run(TrainState& state, const FitOptions& options,
   c["world_size"] = std::to_string(facts.world_size);
   c["device"] = facts.device;
   c["parameters"] = std::to_string(facts.parameters);
+  const auto on_off = [](bool b) { return std::string(b ? "on" : "off"); };
+  c["tf32_matmul"] = on_off(facts.device_settings.tf32_matmul);
+  c["tf32_cudnn"] = on_off(facts.device_settings.tf32_cudnn);
+  c["cudnn_benchmark"] = on_off(facts.device_settings.cudnn_benchmark);
+  c["channels_last"] = on_off(facts.device_settings.channels_last);
 }
 
 TRAINKIT_INLINE StateDict trainer_counters(const TrainState& state, const std::string& signature,

@@ -41,6 +41,8 @@ class Fp16 {
   const GradScaler& scaler() const { return scaler_; }
   StateDict state_dict() const { return scaler_.state_dict(); }
   void load_state_dict(const StateDict& d) { scaler_.load_state_dict(d); }
+  /// Set by unscale when a gradient is inf/NaN (a device tensor).
+  const at::Tensor& found_inf() const { return scaler_.found_inf_tensor(); }
   /// Current loss scale (a device tensor; read it only when logging).
   const at::Tensor& loss_scale() const { return scaler_.scale_tensor(); }
 

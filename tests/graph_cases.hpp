@@ -1,0 +1,136 @@
+#pragma once
+// The captured-step checks shared by the CPU tests (graph_test.cpp, where the
+// recorded body is replayed by running it again: cuda_graph.emulate) and the
+// CUDA ones (cuda_test.cpp, real CUDA graphs): a recorded step equals the
+// eager one, an fp16 step that meets inf skips the update, and a recorded run
+// resumes from a checkpoint like an unbroken one.
+#include <trainkit/io.hpp>
+#include <trainkit/trainkit.hpp>
+
+#include <cmath>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "support.hpp"
+
+namespace tk_test {
+
+inline std::vector<trainkit::data::Batch> graph_batches(int n, uint64_t seed = 3) {
+  auto gen = trainkit::data::generator(seed);
+  std::vector<trainkit::data::Batch> out;
+  for (int i = 0; i < n; ++i)
+    out.push_back({at::randn({16, 8}, gen), at::randint(0, 3, {16}, gen)});
+  return out;
+}
+
+/// Records the run's configuration at on_fit_begin.
+struct ConfigProbe {
+  std::map<std::string, std::string>* out;
+  void on_fit_begin(trainkit::TrainState& s) { *out = s.config; }
+};
+
+/// AdamW with ATen's fused kernel, OneCycle without momentum cycling,
+/// clipping and Every<2>: the captured setting.
+using GraphTrainer =
+    trainkit::Trainer<trainkit::optim::AdamW, trainkit::sched::OneCycle, trainkit::precision::Fp32,
+                      trainkit::accumulate::Every<2>, trainkit::clip::Norm>;
+
+/// Eager (`graph` false) or recorded steps on `device`; a CPU replays the
+/// recorded body (emulate). LibTorch < 2.4 has no fused kernels: there the
+/// option stays unset and the fallback tests still run.
+inline GraphTrainer::Options graph_options(bool graph, torch::Device device = torch::kCPU) {
+  const auto fused = TRAINKIT_HAS_FUSED_OPTIMIZERS ? std::optional<bool>(true) : std::nullopt;
+  return {.optim = {.lr = 1e-2, .fused = fused},
+          .sched = {.max_lr = 2e-2, .cycle_momentum = false},
+          .clip = {.max_norm = 0.5},
+          .parallel = {.device = device},
+          .cuda_graph = {.enabled = graph, .emulate = device.is_cpu()}};
+}
+
+inline void check_graph_equals_eager(torch::Device device) {
+  using namespace trainkit;
+  const auto data = graph_batches(41);  // 20 full windows of 2, then one micro-batch
+  GraphTrainer eager(seeded_mlp(), graph_options(false, device));
+  GraphTrainer graph(seeded_mlp(), graph_options(true, device));
+  std::map<std::string, std::string> config;
+  const auto a = eager.fit(task::Classification{}, data, {.epochs = 1});
+  const auto b = graph.fit(task::Classification{}, data, {.epochs = 1}, ConfigProbe{&config});
+  CHECK(graph.graph_recorded());
+  CHECK(graph.graph_fallback_reason().empty());
+  CHECK(config.at("cuda_graph") ==
+        std::string(device.is_cpu() ? "emulated" : "captured") + " after 3 eager steps");
+  CHECK(b.steps == 21);
+  CHECK(graph.optimizer().steps_taken() == 21);
+  const double err = max_param_rel_error(eager.model(), graph.model());
+  MESSAGE("max relative parameter difference, recorded vs eager: " << err);
+  CHECK(err < 1e-5);
+  CHECK(b.metrics.at("train_loss") == doctest::Approx(a.metrics.at("train_loss")).epsilon(1e-6));
+  CHECK(graph.optimizer().lr() == eager.optimizer().lr());
+}
+
+inline void check_graph_inf_skip(torch::Device device) {
+  using namespace trainkit;
+  using T = Trainer<optim::AdamW, sched::Constant, precision::Fp16>;
+  auto data = graph_batches(12);
+  data[8].input[0][0] = INFINITY;  // a replayed step: after 3 eager warm-up steps
+  const auto options = [&](bool graph) {
+    return T::Options{.optim = {.lr = 1e-2, .fused = true},
+                      .precision = {.autocast = device.is_cuda(), .scaler = {.init_scale = 1024}},
+                      .parallel = {.device = device},
+                      .cuda_graph = {.enabled = graph, .emulate = device.is_cpu()}};
+  };
+  T eager(seeded_mlp(), options(false));
+  T graph(seeded_mlp(), options(true));
+  eager.fit(task::Classification{}, data);
+  graph.fit(task::Classification{}, data);
+  CHECK(graph.graph_recorded());
+  CHECK(graph.optimizer().steps_taken() == 11);  // 12 steps, one skipped
+  CHECK(eager.optimizer().steps_taken() == 11);
+  CHECK(graph.precision().scaler().scale_value() == 512.0);  // backed off once
+  CHECK(eager.precision().scaler().scale_value() == 512.0);
+  CHECK(max_param_rel_error(eager.model(), graph.model()) < 1e-5);
+}
+
+inline void check_graph_resume(torch::Device device) {
+  using namespace trainkit;
+  const auto file = temp_dir("graph_resume_" + device.str()) / "step7.ckpt";
+  const auto data = graph_batches(40);
+  struct StopAt {
+    std::filesystem::path file;
+    void on_step_end(TrainState& s) {
+      if (s.step != 7) return;
+      s.save_checkpoint(file);
+      s.request_stop("interrupted");
+    }
+  };
+  GraphTrainer unbroken(seeded_mlp(), graph_options(true, device));
+  unbroken.fit(task::Classification{}, data, {.epochs = 2});
+  GraphTrainer first(seeded_mlp(), graph_options(true, device));
+  first.fit(task::Classification{}, data, {.epochs = 2}, StopAt{file});
+  CHECK(first.graph_recorded());
+  GraphTrainer resumed(seeded_mlp(99), graph_options(true, device));
+  const auto r = resumed.fit(task::Classification{}, data, {.epochs = 2, .resume_from = file});
+  CHECK(resumed.graph_recorded());
+  CHECK(r.steps == 40);
+  CHECK(resumed.optimizer().steps_taken() == 40);
+  CHECK(max_param_rel_error(unbroken.model(), resumed.model()) < 1e-5);
+}
+
+/// Reads the device between backward and the step: steps cannot be captured.
+struct HostReader {
+  void on_before_step(trainkit::TrainState& s) { (void)s.loss(); }
+};
+
+inline void check_host_reader_fallback(torch::Device device) {
+  std::map<std::string, std::string> config;
+  GraphTrainer t(seeded_mlp(), graph_options(true, device));
+  const auto r = t.fit(trainkit::task::Classification{}, graph_batches(8), {}, HostReader{},
+                       ConfigProbe{&config});
+  CHECK(r.steps == 4);
+  CHECK_FALSE(t.graph_recorded());
+  CHECK(t.graph_fallback_reason().find("on_before_step") != std::string::npos);
+  CHECK(config.at("cuda_graph") == "eager: " + t.graph_fallback_reason());
+}
+
+}  // namespace tk_test
