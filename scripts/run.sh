@@ -114,11 +114,22 @@ gpu() {
   record "demo bf16 (CUDA)" demo_bf16.log \
     "$demo" --precision bf16 --epochs 3 --runs-dir "$out/demo_bf16"
   record "benchmarks" bench.log bash bench/run_all.sh build/gpu
+  # The GPU benchmarks against PyTorch on this GPU (docs/benchmarks.md); MFU
+  # against the dense fp16/bf16 peak of the H100 and H200 (989 TFLOP/s).
+  local peak=0
+  grep -qE 'H100|H200' "$out/nvidia-smi.txt" 2>/dev/null && peak=989e12
+  record "GPU benchmarks: trainkit" gpu_trainkit.jsonl \
+    build/gpu/bench/bench_gpu --device cuda --peak-flops "$peak"
+  record "GPU benchmarks: PyTorch" gpu_pytorch.jsonl \
+    python3 bench/gpu_pytorch.py --device cuda --peak-flops "$peak"
+  record "GPU benchmarks: table" gpu_table.md \
+    python3 bench/gpu_compare.py "$out/gpu_trainkit.jsonl" "$out/gpu_pytorch.jsonl"
   {
     echo "trainkit scripts/run.sh gpu: $(cat "$out/torch.txt" 2>/dev/null)"
     printf '%-34s %-5s %7s  %s\n' step result time log
     printf '%s\n' "${summary[@]}"
     grep -h "tests passed\|tests failed\|final:" "$out"/ctest.log "$out"/demo_*.log 2>/dev/null || true
+    cat "$out/gpu_table.md" 2>/dev/null || true
   } | tee "$out/summary.txt"
   echo "results: $out"
   ! grep -q " FAIL " "$out/summary.txt"

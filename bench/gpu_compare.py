@@ -1,0 +1,44 @@
+#!/usr/bin/env python3
+"""The GPU benchmarks' table: trainkit's lines (bench_gpu) and PyTorch's
+(gpu_pytorch.py) per case, with each row's speed as a ratio of the fastest
+PyTorch way on the same GPU in the same run (higher is faster).
+
+  gpu_compare.py TRAINKIT.jsonl PYTORCH.jsonl
+"""
+import json
+import sys
+
+
+def load(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.startswith("{")]
+
+
+def main():
+    trainkit, pytorch = load(sys.argv[1]), load(sys.argv[2])
+    keys = sorted({(r["case"], r["precision"]) for r in trainkit + pytorch})
+    print("| case | precision | contender | ms/step | samples/s | vs fastest PyTorch | MFU | note |")
+    print("|---|---|---|---|---|---|---|---|")
+    for case, precision in keys:
+        rows = [("trainkit " + r["mode"], r) for r in trainkit
+                if (r["case"], r["precision"]) == (case, precision)]
+        rows += [("PyTorch " + r["way"], r) for r in pytorch
+                 if (r["case"], r["precision"]) == (case, precision)]
+        timed = [r["ms_per_step"] for name, r in rows if name.startswith("PyTorch") and "ms_per_step" in r]
+        fastest = min(timed) if timed else None
+        for name, r in rows:
+            if "ms_per_step" not in r:
+                print(f"| {case} | {precision} | {name} | - | - | - | - | {r.get('error', '')} |")
+                continue
+            ratio = f"{fastest / r['ms_per_step']:.2f}x" if fastest else "-"
+            mfu = f"{r['mfu']:.3f}" if "mfu" in r else "-"
+            note = r.get("graph", "") if name.startswith("trainkit") else (
+                f"compile {r['compile_s']} s" if "compile_s" in r else "")
+            if note == "recorded":
+                note = ""
+            print(f"| {case} | {precision} | {name} | {r['ms_per_step']:.3f} | "
+                  f"{r['samples_per_s']:.0f} | {ratio} | {mfu} | {note} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,229 @@
+#!/usr/bin/env python3
+"""PyTorch's side of the GPU benchmarks (bench/bench_gpu.cpp has trainkit's):
+the same three cases (ResNet-10 on CIFAR-10-shaped synthetic data at batch
+2048 with AdamW + OneCycle in fp16 and bf16; the tiny MLP 32-64-10 at batch
+32; two transformer encoder blocks at batch 8), trained the ways a PyTorch
+2.x user makes fastest: eager with foreach AdamW, eager with fused AdamW,
+torch.compile in its default, "reduce-overhead" (CUDA graphs) and
+"max-autotune-no-cudagraphs" modes (fused AdamW), and Lightning's Trainer
+with its usual settings where Lightning is installed. AMP (autocast +
+GradScaler for fp16), cudnn.benchmark and channels_last for the ResNet.
+Prints one JSON line per case and way: ms per step, samples/s, MFU when
+--peak-flops is given, and for compiled ways the compile time (the first
+steps' time beyond steady steps).
+
+  gpu_pytorch.py [--device cuda|cpu] [--cases resnet10,mlp,transformer]
+                 [--ways eager,fused,compile,reduce-overhead,max-autotune,lightning]
+                 [--steps N] [--batch-scale F] [--peak-flops F]
+"""
+import argparse
+import json
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class BasicBlock(nn.Module):
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.down = None
+        if stride != 1 or cin != cout:
+            self.down = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False),
+                                      nn.BatchNorm2d(cout))
+
+    def forward(self, x):
+        y = self.bn2(self.conv2(F.relu(self.bn1(self.conv1(x)))))
+        return F.relu(y + (self.down(x) if self.down is not None else x))
+
+
+class ResNet10(nn.Module):  # bench_gpu.cpp's ResNet10
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 64, 3, 1, 1, bias=False)
+        self.bn = nn.BatchNorm2d(64)
+        self.blocks = nn.Sequential(BasicBlock(64, 64, 1), BasicBlock(64, 128, 2),
+                                    BasicBlock(128, 256, 2), BasicBlock(256, 512, 2))
+        self.fc = nn.Linear(512, 10)
+
+    def forward(self, x):
+        y = self.blocks(F.relu(self.bn(self.stem(x))))
+        return self.fc(F.adaptive_avg_pool2d(y, 1).flatten(1))
+
+
+class SmallTransformer(nn.Module):  # bench_gpu.cpp's SmallTransformer
+    def __init__(self):
+        super().__init__()
+        layer = nn.TransformerEncoderLayer(128, 4, dim_feedforward=512, dropout=0.0)
+        self.encoder = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+        self.fc = nn.Linear(128, 10)
+
+    def forward(self, x):
+        return self.fc(self.encoder(x.transpose(0, 1)).mean(0))
+
+
+def tiny_mlp():
+    return nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 10))
+
+
+def cases(args):
+    scale = lambda b: max(2, int(b * args.batch_scale))
+    out = []
+    if "resnet10" in args.cases:
+        for p in ("fp16", "bf16") if args.device == "cuda" else ("bf16",):
+            out.append(("resnet10", p, ResNet10, (scale(2048), 3, 32, 32), True))
+    if "mlp" in args.cases:
+        out.append(("mlp", "fp32", tiny_mlp, (32, 32), False))
+    if "transformer" in args.cases:
+        out.append(("transformer", "fp32", SmallTransformer, (8, 32, 128), False))
+    return out
+
+
+def sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def train_flops_per_sample(model, example):
+    from torch.utils.flop_counter import FlopCounterMode
+    with FlopCounterMode(display=False) as counter, torch.no_grad():
+        model(example)
+    return 3.0 * counter.get_total_flops()  # forward + backward (2x)
+
+
+def plain(way, name, precision, build, shape, channels_last, args):
+    device = torch.device(args.device)
+    torch.manual_seed(0)
+    model = build().to(device)
+    fmt = torch.channels_last if channels_last else torch.contiguous_format
+    model = model.to(memory_format=fmt)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=5e-4,
+                            foreach=way == "eager", fused=way != "eager" or None)
+    total = 5 + args.steps
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=1e-2, total_steps=total + 10,
+                                                cycle_momentum=False)
+    forward = model
+    if way == "compile":
+        forward = torch.compile(model)
+    elif way in ("reduce-overhead", "max-autotune-no-cudagraphs"):
+        forward = torch.compile(model, mode=way)
+    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(precision)
+    scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
+    xs = [torch.randn(shape, device=device).contiguous(memory_format=fmt) for _ in range(4)]
+    ys = [torch.randint(0, 10, (shape[0],), device=device) for _ in range(4)]
+
+    def step(i):
+        with torch.autocast(device.type, dtype=dtype or torch.float32, enabled=dtype is not None):
+            loss = F.cross_entropy(forward(xs[i % 4]), ys[i % 4])
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        opt.zero_grad(set_to_none=True)
+        sched.step()
+
+    sync(device)
+    t0 = time.perf_counter()
+    for i in range(5):
+        step(i)
+    sync(device)
+    first = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    for i in range(args.steps):
+        step(i)
+    sync(device)
+    per_step = (time.perf_counter() - t0) / args.steps
+    result = {"compile_s": round(first - 5 * per_step, 2)} if "compile" in way or "overhead" in way \
+        or "autotune" in way else {}
+    return per_step, result, model, xs[0][:1]
+
+
+def lightning(way, name, precision, build, shape, channels_last, args):
+    import lightning.pytorch as pl
+
+    class Module(pl.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.net = build()
+
+        def training_step(self, batch, _):
+            x, y = batch
+            return F.cross_entropy(self.net(x), y)
+
+        def configure_optimizers(self):
+            opt = torch.optim.AdamW(self.parameters(), lr=1e-3, weight_decay=5e-4, fused=True)
+            sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=1e-2,
+                                                        total_steps=args.steps + 20,
+                                                        cycle_momentum=False)
+            return [opt], [{"scheduler": sched, "interval": "step"}]
+
+    class Timer(pl.Callback):
+        def __init__(self):
+            self.t0 = self.t1 = None
+
+        def on_train_batch_end(self, trainer, *_):
+            if trainer.global_step in (5, 5 + args.steps):
+                sync(torch.device(args.device))
+                if trainer.global_step == 5:
+                    self.t0 = time.perf_counter()
+                else:
+                    self.t1 = time.perf_counter()
+
+    torch.manual_seed(0)
+    xs = torch.randn((4 * shape[0],) + tuple(shape[1:]))
+    ys = torch.randint(0, 10, (4 * shape[0],))
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(xs, ys),
+                                         batch_size=shape[0], pin_memory=True, num_workers=2,
+                                         persistent_workers=True)
+    module = Module()
+    timer = Timer()
+    prec = {"fp16": "16-mixed", "bf16": "bf16-mixed"}.get(precision, "32-true")
+    trainer = pl.Trainer(accelerator="gpu" if args.device == "cuda" else "cpu", devices=1,
+                         precision=prec, max_steps=5 + args.steps, benchmark=True, logger=False,
+                         enable_checkpointing=False, enable_progress_bar=False,
+                         enable_model_summary=False, callbacks=[timer])
+    trainer.fit(module, loader)
+    return (timer.t1 - timer.t0) / args.steps, {}, module.net, xs[:1].to(args.device)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--cases", default="resnet10,mlp,transformer")
+    ap.add_argument("--ways", default="eager,fused,compile,reduce-overhead,max-autotune,lightning")
+    ap.add_argument("--steps", type=int, default=50)
+    ap.add_argument("--batch-scale", type=float, default=1.0)
+    ap.add_argument("--peak-flops", type=float, default=0.0)
+    args = ap.parse_args()
+    torch.backends.cudnn.benchmark = True
+    ways = {"eager": "eager", "fused": "fused", "compile": "compile",
+            "reduce-overhead": "reduce-overhead", "max-autotune": "max-autotune-no-cudagraphs",
+            "lightning": "lightning"}
+    for name, precision, build, shape, channels_last in cases(args):
+        for key in args.ways.split(","):
+            way = ways[key]
+            line = {"bench": "pytorch_" + name, "case": name, "precision": precision, "way": way,
+                    "torch": torch.__version__, "batch": shape[0]}
+            try:
+                run = lightning if way == "lightning" else plain
+                per_step, extra, model, example = run(way, name, precision, build, shape,
+                                                      channels_last, args)
+            except Exception as e:  # a way this machine lacks (Lightning) or that fails
+                line["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
+                print(json.dumps(line), flush=True)
+                continue
+            line.update(ms_per_step=round(per_step * 1e3, 4),
+                        samples_per_s=round(shape[0] / per_step, 1),
+                        steps_per_s=round(1 / per_step, 1), **extra)
+            if args.peak_flops > 0:
+                flops = train_flops_per_sample(model, example)
+                line["mfu"] = round(flops * shape[0] / per_step / args.peak_flops, 4)
+            print(json.dumps(line), flush=True)
+
+
+if __name__ == "__main__":
+    main()
