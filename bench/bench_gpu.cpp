@@ -3,7 +3,8 @@
 // CIFAR-10-shaped synthetic data, batch 2048, AdamW + OneCycle, fp16 and
 // bf16) and two overhead-bound cases (the tiny MLP 32-64-10 at batch 32, a
 // stack of 2 transformer encoder blocks at batch 8), each with eager steps
-// and with the whole step captured (cuda_graph). One JSON line per case.
+// and with the whole step captured (parallel::CudaGraph). One JSON line per
+// case and mode.
 //
 //   bench_gpu [--device cuda|cpu] [--cases resnet10,mlp,transformer]
 //             [--steps N] [--batch-scale F] [--peak-flops F]
@@ -160,18 +161,20 @@ struct Case {
   bool channels_last = false;
 };
 
-template <class Precision, class Model>
-void run(const Case& c, const Args& args, bool graph) {
+template <class Precision, class Model, class Parallel>
+void run(const Case& c, const Args& args) {
+  constexpr bool graph = std::is_same_v<Parallel, parallel::CudaGraph>;
   const torch::Device device(args.device);
-  const int64_t warm = 5;  // eager warm-up (3) + the capture, then steady
+  const int64_t warm = 5;  // eager warm-up (3), the probe step, the first replay
   torch::manual_seed(0);
   Model model;
-  using T = Trainer<optim::AdamW, sched::OneCycle, Precision>;
+  using T =
+      Trainer<optim::AdamW, sched::OneCycle, Precision, accumulate::None, clip::None, Parallel>;
   typename T::Options o{.optim = {.lr = 1e-3, .weight_decay = 5e-4, .fused = true},
                         .sched = {.max_lr = 1e-2, .cycle_momentum = false},
-                        .parallel = {.device = device},
-                        .device = {.channels_last = c.channels_last},
-                        .cuda_graph = {.enabled = graph, .emulate = !device.is_cuda()}};
+                        .device = {.channels_last = c.channels_last}};
+  o.parallel.device = device;
+  if constexpr (graph) o.parallel.emulate = !device.is_cuda();
   if (!TRAINKIT_HAS_FUSED_OPTIMIZERS) o.optim.fused.reset();
   T trainer(model, o);
   // A few distinct synthetic batches on the device, cycled: the loader is not measured.
@@ -191,9 +194,11 @@ void run(const Case& c, const Args& args, bool graph) {
   f << "\"case\": \"" << c.name << "\", \"precision\": \"" << c.precision << "\", \"mode\": \""
     << (graph ? "graph" : "eager") << "\", \"device\": \"" << device.str()
     << "\", \"batch\": " << c.batch_shape[0] << ", \"ms_per_step\": " << s * 1e3
-    << ", \"samples_per_s\": " << samples_per_s << ", \"steps_per_s\": " << 1.0 / s
-    << ", \"graph\": \""
-    << (trainer.graph_recorded() ? "recorded" : trainer.graph_fallback_reason()) << "\"";
+    << ", \"samples_per_s\": " << samples_per_s << ", \"steps_per_s\": " << 1.0 / s;
+  if constexpr (graph) {
+    f << ", \"graph\": \""
+      << (trainer.graph_recorded() ? "recorded" : trainer.graph_fallback_reason()) << "\"";
+  }
   if (args.peak_flops > 0) {
     auto example = distinct[0].input.narrow(0, 0, 1);
     if (c.channels_last) example = example.contiguous(at::MemoryFormat::ChannelsLast);
@@ -205,14 +210,16 @@ void run(const Case& c, const Args& args, bool graph) {
 
 template <class Model>
 void run_modes(const Case& c, const Args& args) {
-  for (const bool graph : {false, true}) {
-    if (c.precision == "fp16")
-      run<precision::Fp16, Model>(c, args, graph);
-    else if (c.precision == "bf16")
-      run<precision::Bf16, Model>(c, args, graph);
-    else
-      run<precision::Fp32, Model>(c, args, graph);
-  }
+  const auto both = [&]<class Precision>(std::type_identity<Precision>) {
+    run<Precision, Model, parallel::Single>(c, args);
+    run<Precision, Model, parallel::CudaGraph>(c, args);
+  };
+  if (c.precision == "fp16")
+    both(std::type_identity<precision::Fp16>{});
+  else if (c.precision == "bf16")
+    both(std::type_identity<precision::Bf16>{});
+  else
+    both(std::type_identity<precision::Fp32>{});
 }
 
 int64_t scaled(int64_t batch, double scale) {

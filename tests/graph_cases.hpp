@@ -1,9 +1,9 @@
 #pragma once
-// The captured-step checks shared by the CPU tests (graph_test.cpp, where the
-// recorded body is replayed by running it again: cuda_graph.emulate) and the
-// CUDA ones (cuda_test.cpp, real CUDA graphs): a recorded step equals the
-// eager one, an fp16 step that meets inf skips the update, and a recorded run
-// resumes from a checkpoint like an unbroken one.
+// The captured-step checks shared by the CPU tests (graph_test.cpp, where
+// parallel::CudaGraph's `emulate` replays the recorded body by running it
+// again) and the CUDA ones (cuda_test.cpp, real CUDA graphs): a recorded
+// step equals the eager one, an fp16 step that meets inf skips the update,
+// and a recorded run resumes from a checkpoint like an unbroken one.
 #include <trainkit/io.hpp>
 #include <trainkit/trainkit.hpp>
 
@@ -11,6 +11,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <type_traits>
 
 #include "support.hpp"
 
@@ -31,28 +32,33 @@ struct ConfigProbe {
 };
 
 /// AdamW with ATen's fused kernel, OneCycle without momentum cycling,
-/// clipping and Every<2>: the captured setting.
-using GraphTrainer =
+/// clipping and Every<2>: the captured setting, eager or captured.
+template <class Parallel>
+using SettingTrainer =
     trainkit::Trainer<trainkit::optim::AdamW, trainkit::sched::OneCycle, trainkit::precision::Fp32,
-                      trainkit::accumulate::Every<2>, trainkit::clip::Norm>;
+                      trainkit::accumulate::Every<2>, trainkit::clip::Norm, Parallel>;
+using EagerTrainer = SettingTrainer<trainkit::parallel::Single>;
+using GraphTrainer = SettingTrainer<trainkit::parallel::CudaGraph>;
 
-/// Eager (`graph` false) or recorded steps on `device`; a CPU replays the
-/// recorded body (emulate). LibTorch < 2.4 has no fused kernels: there the
-/// option stays unset and the fallback tests still run.
-inline GraphTrainer::Options graph_options(bool graph, torch::Device device = torch::kCPU) {
+/// The setting's options on `device` (a CPU emulates the graph). LibTorch
+/// < 2.4 has no fused kernels: there the option stays unset and the
+/// fallback tests still run.
+template <class T = GraphTrainer>
+typename T::Options setting_options(torch::Device device = torch::kCPU) {
   const auto fused = TRAINKIT_HAS_FUSED_OPTIMIZERS ? std::optional<bool>(true) : std::nullopt;
-  return {.optim = {.lr = 1e-2, .fused = fused},
-          .sched = {.max_lr = 2e-2, .cycle_momentum = false},
-          .clip = {.max_norm = 0.5},
-          .parallel = {.device = device},
-          .cuda_graph = {.enabled = graph, .emulate = device.is_cpu()}};
+  typename T::Options o{.optim = {.lr = 1e-2, .fused = fused},
+                        .sched = {.max_lr = 2e-2, .cycle_momentum = false},
+                        .clip = {.max_norm = 0.5}};
+  o.parallel.device = device;
+  if constexpr (std::is_same_v<T, GraphTrainer>) o.parallel.emulate = device.is_cpu();
+  return o;
 }
 
 inline void check_graph_equals_eager(torch::Device device) {
   using namespace trainkit;
   const auto data = graph_batches(41);  // 20 full windows of 2, then one micro-batch
-  GraphTrainer eager(seeded_mlp(), graph_options(false, device));
-  GraphTrainer graph(seeded_mlp(), graph_options(true, device));
+  EagerTrainer eager(seeded_mlp(), setting_options<EagerTrainer>(device));
+  GraphTrainer graph(seeded_mlp(), setting_options(device));
   std::map<std::string, std::string> config;
   const auto a = eager.fit(task::Classification{}, data, {.epochs = 1});
   const auto b = graph.fit(task::Classification{}, data, {.epochs = 1}, ConfigProbe{&config});
@@ -61,6 +67,7 @@ inline void check_graph_equals_eager(torch::Device device) {
   CHECK(config.at("cuda_graph") ==
         std::string(device.is_cpu() ? "emulated" : "captured") + " after 3 eager steps");
   CHECK(b.steps == 21);
+  CHECK(graph.graph_replays() == 16);  // 21 steps: 3 warm-up, the probe, the partial window
   CHECK(graph.optimizer().steps_taken() == 21);
   const double err = max_param_rel_error(eager.model(), graph.model());
   MESSAGE("max relative parameter difference, recorded vs eager: " << err);
@@ -71,20 +78,24 @@ inline void check_graph_equals_eager(torch::Device device) {
 
 inline void check_graph_inf_skip(torch::Device device) {
   using namespace trainkit;
-  using T = Trainer<optim::AdamW, sched::Constant, precision::Fp16>;
+  using Eager = Trainer<optim::AdamW, sched::Constant, precision::Fp16>;
+  using Graph = TrainerWith<precision::Fp16, parallel::CudaGraph>;
   auto data = graph_batches(12);
-  data[8].input[0][0] = INFINITY;  // a replayed step: after 3 eager warm-up steps
-  const auto options = [&](bool graph) {
-    return T::Options{.optim = {.lr = 1e-2, .fused = true},
-                      .precision = {.autocast = device.is_cuda(), .scaler = {.init_scale = 1024}},
-                      .parallel = {.device = device},
-                      .cuda_graph = {.enabled = graph, .emulate = device.is_cpu()}};
+  data[8].input[0][0] = INFINITY;  // a replayed step: after 3 eager ones and the probe
+  const auto options = [&]<class T>(std::type_identity<T>) {
+    typename T::Options o{
+        .optim = {.lr = 1e-2, .fused = true},
+        .precision = {.autocast = device.is_cuda(), .scaler = {.init_scale = 1024}}};
+    o.parallel.device = device;
+    if constexpr (std::is_same_v<T, Graph>) o.parallel.emulate = device.is_cpu();
+    return o;
   };
-  T eager(seeded_mlp(), options(false));
-  T graph(seeded_mlp(), options(true));
+  Eager eager(seeded_mlp(), options(std::type_identity<Eager>{}));
+  Graph graph(seeded_mlp(), options(std::type_identity<Graph>{}));
   eager.fit(task::Classification{}, data);
   graph.fit(task::Classification{}, data);
   CHECK(graph.graph_recorded());
+  CHECK(graph.graph_replays() == 8);
   CHECK(graph.optimizer().steps_taken() == 11);  // 12 steps, one skipped
   CHECK(eager.optimizer().steps_taken() == 11);
   CHECK(graph.precision().scaler().scale_value() == 512.0);  // backed off once
@@ -104,12 +115,12 @@ inline void check_graph_resume(torch::Device device) {
       s.request_stop("interrupted");
     }
   };
-  GraphTrainer unbroken(seeded_mlp(), graph_options(true, device));
+  GraphTrainer unbroken(seeded_mlp(), setting_options(device));
   unbroken.fit(task::Classification{}, data, {.epochs = 2});
-  GraphTrainer first(seeded_mlp(), graph_options(true, device));
+  GraphTrainer first(seeded_mlp(), setting_options(device));
   first.fit(task::Classification{}, data, {.epochs = 2}, StopAt{file});
   CHECK(first.graph_recorded());
-  GraphTrainer resumed(seeded_mlp(99), graph_options(true, device));
+  GraphTrainer resumed(seeded_mlp(99), setting_options(device));
   const auto r = resumed.fit(task::Classification{}, data, {.epochs = 2, .resume_from = file});
   CHECK(resumed.graph_recorded());
   CHECK(r.steps == 40);
@@ -124,7 +135,7 @@ struct HostReader {
 
 inline void check_host_reader_fallback(torch::Device device) {
   std::map<std::string, std::string> config;
-  GraphTrainer t(seeded_mlp(), graph_options(true, device));
+  GraphTrainer t(seeded_mlp(), setting_options(device));
   const auto r = t.fit(trainkit::task::Classification{}, graph_batches(8), {}, HostReader{},
                        ConfigProbe{&config});
   CHECK(r.steps == 4);

@@ -1,4 +1,4 @@
-// The device options and the captured step (cuda_graph) on CPUs: the
+// The device options and the captured step (parallel::CudaGraph) on CPUs: the
 // emulated replay runs the recorded step body from its static buffers, with
 // the device-side learning rate, step count and inf skip a CUDA graph uses,
 // so its data flow is checked here; tests/cuda_test.cpp captures real graphs.
@@ -10,9 +10,10 @@
 using namespace trainkit;
 using tk_test::ConfigProbe;
 using tk_test::graph_batches;
-using tk_test::graph_options;
+using tk_test::EagerTrainer;
 using tk_test::GraphTrainer;
 using tk_test::HostReader;
+using tk_test::setting_options;
 
 namespace {
 
@@ -98,7 +99,7 @@ TEST_CASE("channels_last: NHWC views of the flat buffer train like the contiguou
 TEST_CASE("cuda_graph: the recorded step equals the eager step over 20 steps") {
   if (!TRAINKIT_HAS_FUSED_OPTIMIZERS) {
     // The optimizer cannot step without host reads: steps stay eager, and say why.
-    GraphTrainer t(tk_test::seeded_mlp(), graph_options(true));
+    GraphTrainer t(tk_test::seeded_mlp(), setting_options());
     t.fit(task::Classification{}, graph_batches(4));
     CHECK(t.graph_fallback_reason().find("optim.fused = true") != std::string::npos);
     CHECK_FALSE(t.graph_recorded());
@@ -122,14 +123,14 @@ TEST_CASE("cuda_graph: what cannot be captured stays eager and says why") {
     tk_test::check_host_reader_fallback(torch::kCPU);
   }
   SUBCASE("a CPU device without emulation") {
-    auto o = graph_options(true);
-    o.cuda_graph.emulate = false;
+    auto o = setting_options();
+    o.parallel.emulate = false;
     GraphTrainer t(tk_test::seeded_mlp(), o);
     t.fit(task::Classification{}, graph_batches(8));
     CHECK(t.graph_fallback_reason() == "the device is cpu, not CUDA");
   }
   SUBCASE("a schedule that cycles momentum") {
-    auto o = graph_options(true);
+    auto o = setting_options();
     o.sched.cycle_momentum = true;
     GraphTrainer t(tk_test::seeded_mlp(), o);
     t.fit(task::Classification{}, graph_batches(8));
@@ -139,10 +140,45 @@ TEST_CASE("cuda_graph: what cannot be captured stays eager and says why") {
     static_assert(GraphTrainer::capturable_with<ConfigProbe>());
     static_assert(!GraphTrainer::capturable_with<ConfigProbe, HostReader>());
     static_assert(!Trainer<optim::Wrap<torch::optim::SGD>>::capturable_with<>());
+    static_assert(!Trainer<>::capturable_with<>());  // parallel::Single never captures
     static_assert(!TrainerWith<parallel::DDP>::capturable_with<>());
   }
   SUBCASE("a bad warm-up count") {
-    CHECK_THROWS_WITH_AS(GraphTrainer(tk_test::seeded_mlp(), {.cuda_graph = {.warmup_steps = 0}}),
-                         doctest::Contains("cuda_graph.warmup_steps"), Error);
+    CHECK_THROWS_WITH_AS(parallel::CudaGraph({.warmup_steps = 0}),
+                         doctest::Contains("parallel.warmup_steps"), Error);
+  }
+}
+
+TEST_CASE("parallel::CudaGraph warms up per window shape, and waits for SGD's momentum buffers") {
+  if (!TRAINKIT_HAS_FUSED_OPTIMIZERS) return;
+  SUBCASE("shapes") {
+    auto data = graph_batches(4);  // 2 windows of 16 samples, then 8 windows of 8
+    auto more = graph_batches(16, 5);
+    for (auto& b : more) data.push_back({b.input.narrow(0, 0, 8), b.target.narrow(0, 0, 8)});
+    EagerTrainer eager(tk_test::seeded_mlp(), setting_options<EagerTrainer>());
+    GraphTrainer graph(tk_test::seeded_mlp(), setting_options());
+    eager.fit(task::Classification{}, data);
+    graph.fit(task::Classification{}, data);
+    // 2 eager of the first shape, 3 warm-up and the probe of the second, then replays.
+    CHECK(graph.graph_replays() == 4);
+    CHECK(tk_test::max_param_rel_error(eager.model(), graph.model()) < 1e-5);
+  }
+  SUBCASE("SGD's first momentum step is not recorded") {
+    using Eager = Trainer<optim::SGD, sched::Constant, precision::Fp16>;
+    using Graph = TrainerWith<optim::SGD, precision::Fp16, parallel::CudaGraph>;
+    auto data = graph_batches(12);
+    for (int i = 0; i < 5; ++i) data[i].input[0][0] = INFINITY;  // 5 skipped steps: no buffers
+    const auto options = []<class T>(std::type_identity<T>) {
+      typename T::Options o{.optim = {.lr = 0.05, .momentum = 0.9, .fused = true},
+                            .precision = {.autocast = false}};
+      if constexpr (std::is_same_v<T, Graph>) o.parallel.emulate = true;
+      return o;
+    };
+    Eager eager(tk_test::seeded_mlp(), options(std::type_identity<Eager>{}));
+    Graph graph(tk_test::seeded_mlp(), options(std::type_identity<Graph>{}));
+    eager.fit(task::Classification{}, data);
+    graph.fit(task::Classification{}, data);
+    CHECK(graph.graph_replays() == 5);  // step 6 made the buffers, 7 was the probe
+    CHECK(tk_test::max_param_rel_error(eager.model(), graph.model()) < 1e-5);
   }
 }

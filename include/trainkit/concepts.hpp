@@ -279,6 +279,14 @@ concept ParallelPolicy = detail::HasDefaultOptions<P> && detail::ParallelConstru
 
 /// Optional for optimizers: the state tensors that follow the parameters
 /// element by element, so a sharding Parallel policy can shard them.
+/// Optional for Parallel policies: each step captured as a CUDA graph
+/// (parallel::CudaGraph): the Trainer compiles the capture code only then.
+template <class P>
+concept HasGraphCapture = requires(const P& p) {
+  { p.graph_options().warmup_steps } -> std::convertible_to<int64_t>;
+  { p.graph_options().emulate } -> std::convertible_to<bool>;
+};
+
 template <class O>
 concept HasElementwiseState = requires(const O& o) {
   { o.elementwise_state() } -> std::same_as<ElementwiseState>;

@@ -1,13 +1,12 @@
 #pragma once
 // Device settings users of PyTorch set by hand (torch.backends.*,
-// channels_last) and the whole-step CUDA graph, as Trainer options: each has
-// a default, and the run's configuration reports the value in effect.
+// channels_last), as Trainer options: each has a default, and the run's
+// configuration reports the value in effect.
 #include <ATen/Context.h>
 
-#include <cstdint>
 #include <optional>
 
-#include "trainkit/error.hpp"
+#include "trainkit/detail/linkage.hpp"
 
 namespace trainkit {
 
@@ -25,22 +24,6 @@ struct DeviceOptions {
   bool channels_last = false;
 };
 
-/// The whole optimizer step as one CUDA graph (docs/design.md, "captured
-/// steps"): after `warmup_steps` eager steps, the N micro-batches' forward and
-/// backward, unscale and inf check, clipping, the optimizer step, the scale
-/// update and gradient zeroing are captured once and replayed each step,
-/// with the batch copied into static buffers first. Where a policy, callback
-/// or the device cannot be captured, steps stay eager and the run's
-/// configuration (and one line on stderr) says why.
-struct CudaGraphOptions {
-  bool enabled = false;
-  int64_t warmup_steps = 3;
-  /// Replay by running the recorded step body again instead of a graph, on
-  /// any device: the captured path's data flow (static buffers, device-side
-  /// learning rate, step count and inf skip) without a GPU. For tests.
-  bool emulate = false;
-};
-
 namespace detail {
 
 /// What DeviceOptions resolved to.
@@ -50,7 +33,10 @@ struct DeviceSettings {
 
 /// Applies the process-wide settings (as torch.backends does) and returns
 /// what is in effect.
-inline DeviceSettings apply_device_options(DeviceOptions o) {
+TRAINKIT_INLINE DeviceSettings apply_device_options(DeviceOptions o);
+
+#if TRAINKIT_DEFINITIONS
+TRAINKIT_INLINE DeviceSettings apply_device_options(DeviceOptions o) {
   auto& ctx = at::globalContext();
   if (o.tf32.has_value()) {
     ctx.setAllowTF32CuBLAS(o.tf32.value());
@@ -60,11 +46,7 @@ inline DeviceSettings apply_device_options(DeviceOptions o) {
   ctx.setBenchmarkCuDNN(o.cudnn_benchmark.has_value() ? o.cudnn_benchmark.value() : !deterministic);
   return {ctx.allowTF32CuBLAS(), ctx.allowTF32CuDNN(), ctx.benchmarkCuDNN(), o.channels_last};
 }
-
-inline void check_graph_options(const CudaGraphOptions& o) {
-  require_option(o.warmup_steps >= 1, "cuda_graph.warmup_steps", o.warmup_steps,
-                 "a number of eager steps >= 1 (the first steps make lazy state)");
-}
+#endif  // TRAINKIT_DEFINITIONS
 
 }  // namespace detail
 }  // namespace trainkit

@@ -4,6 +4,7 @@
 // and their gradients at views of a matching flat gradient that autograd
 // accumulates into. Optimizers, clipping and zeroing then touch a handful of
 // large tensors instead of hundreds of small ones.
+#include <c10/util/strides.h>
 #include <torch/nn/module.h>
 #include <torch/types.h>
 
@@ -126,17 +127,16 @@ TRAINKIT_INLINE void FlatParams::flatten(FlatGroup& g, at::MemoryFormat format) 
   g.grad = at::zeros({total}, options);
   for (size_t i = 0; i < g.params.size(); ++i) {
     auto& p = g.params[i];
-    const int64_t n = p.numel();
-    // The same n elements, laid out as the parameter's memory format asks.
-    const auto shape = [&](const at::Tensor& flat) {
-      if (format == at::MemoryFormat::ChannelsLast && p.dim() == 4)
-        return flat.as_strided(p.sizes(), c10::get_channels_last_strides_2d(p.sizes()));
-      return flat.view(p.sizes());
-    };
-    auto data_view = shape(g.data.narrow(0, g.offsets[i], n));
+    // The parameter's elements, in the layout the memory format asks for.
+    auto strides = c10::contiguous_strides(p.sizes());
+    if (format == at::MemoryFormat::ChannelsLast && p.dim() == 4) {
+      const auto nhwc = c10::get_channels_last_strides_2d(p.sizes());
+      strides.assign(nhwc.begin(), nhwc.end());
+    }
+    auto data_view = g.data.as_strided(p.sizes(), strides, g.offsets[i]);
     data_view.copy_(p.detach());
     p.set_data(data_view);
-    p.mutable_grad() = shape(g.grad.narrow(0, g.offsets[i], n));
+    p.mutable_grad() = g.grad.as_strided(p.sizes(), strides, g.offsets[i]);
   }
 }
 #endif  // TRAINKIT_DEFINITIONS

@@ -8,8 +8,8 @@
 //     step unless inf/NaN; update scale; advance schedule; zero grads
 //   an epoch ending inside a window steps with the partial window, rescaled
 //   to the mean over the micro-batches seen; nothing reads the device in the
-//   hot path. With the cuda_graph option the whole step is one recorded graph
-//   (capture_step, graph_step below) once a few eager steps have run.
+//   hot path. Under parallel::CudaGraph the whole step is one recorded graph
+//   once a few eager steps have run (graph_step below).
 #include <torch/nn/module.h>
 #include <torch/types.h>
 
@@ -47,6 +47,7 @@
 #include "trainkit/io/checkpoint_codec.hpp"
 #include "trainkit/io/named_tensors.hpp"
 #include "trainkit/optim/adamw.hpp"
+#include "trainkit/parallel/cuda_graph.hpp"
 #include "trainkit/parallel/single.hpp"
 #include "trainkit/precision/fp32.hpp"
 #include "trainkit/sched/constant.hpp"
@@ -66,8 +67,6 @@ struct TrainerOptions {
   detail::options_t<Parallel> parallel{};
   /// TF32, cuDNN autotuning, channels-last (process-wide, as torch.backends).
   DeviceOptions device{};
-  /// The whole step as one CUDA graph (off by default).
-  CudaGraphOptions cuda_graph{};
   /// Keep freed CPU memory for reuse (see detail/allocator.hpp); process-wide.
   bool keep_freed_cpu_memory = true;
 };
@@ -176,9 +175,7 @@ class Trainer {
         precision_(options.precision, device_),
         accumulate_(options.accumulate),
         clip_(options.clip),
-        base_lr_(optimizer_.lr()),
-        graph_options_(options.cuda_graph) {
-    detail::check_graph_options(graph_options_);
+        base_lr_(optimizer_.lr()) {
     detail::require_option(flat_.numel() > 0, "model", "no trainable parameters",
                            "a model with at least one parameter that requires grad");
     parallel_.check_same("trainer (policies and accumulation steps)",
@@ -224,8 +221,9 @@ class Trainer {
 
     using Hooks = detail::CallbackSet<Callbacks...>;
     Hooks hooks(std::forward<Callbacks>(callbacks)...);
-    constexpr bool kCapturable = graph_blocker<Hooks>() == nullptr;
-    [[maybe_unused]] const bool capture = plan_graph<Hooks>(state);
+    constexpr bool kCapturable = capturable_with<Callbacks...>();
+    [[maybe_unused]] bool capture = false;
+    if constexpr (kGraphs) capture = plan_graph<Hooks>(state);
     epoch_done_ = false;
     // Every rank calls this at the same point; rank 0 writes once all are there.
     state.checkpoint_writer_ = [&](const std::filesystem::path& path) {
@@ -266,9 +264,11 @@ class Trainer {
         hooks.template dispatch<OnEpochBegin>(state);
 
         if (skip == 0) epoch_loss_.reset();
-        int64_t k = 0;                    // micro-batches in the open window
-        int64_t skipped = 0;              // data without set_start: skip by reading
-        std::vector<data::Batch> window;  // the open window, when steps are graphs
+        int64_t k = 0;        // micro-batches in the open window
+        int64_t skipped = 0;  // data without set_start: skip by reading
+        // the open window, when steps are graphs (else an empty array: no code)
+        std::conditional_t<kCapturable, std::vector<data::Batch>, std::array<data::Batch, 0>>
+            window;
         for (auto&& batch : train_data) {
           if constexpr (!HasSetStart<Data>) {
             if (skipped++ < skip) continue;
@@ -346,19 +346,27 @@ class Trainer {
   Precision& precision() { return precision_; }
   Clip& clip() { return clip_; }
   Parallel& parallel() { return parallel_; }
-  /// Whether the policies and these callbacks allow a captured step (the
-  /// device and options are checked when fit starts).
+  /// Whether steps can be captured with these callbacks, as far as the
+  /// types tell (parallel::CudaGraph; the device is checked when fit starts).
   template <class... Callbacks>
   static constexpr bool capturable_with() {
-    return graph_blocker<detail::CallbackSet<Callbacks...>>() == nullptr;
+    return kGraphs &&
+           graph_blocker<detail::CallbackSet<detail::callback_t<Callbacks>...>>() == nullptr;
   }
-  /// Why steps stay eager although cuda_graph.enabled ("" when they are
-  /// captured, or capture was not asked for).
-  const std::string& graph_fallback_reason() const { return graph_.blocker; }
-  /// Whether the last fit's steps replay a recorded graph.
-  bool graph_recorded() const { return graph_.graph.recorded(); }
+  /// Why the last fit's steps stayed eager under parallel::CudaGraph, or "".
+  const std::string& graph_fallback_reason() const requires(HasGraphCapture<Parallel>) {
+    return graph_.blocker;
+  }
+  /// Whether the last fit recorded its step (and how many windows replayed it).
+  bool graph_recorded() const requires(HasGraphCapture<Parallel>) {
+    return graph_.graph.recorded();
+  }
+  int64_t graph_replays() const requires(HasGraphCapture<Parallel>) { return graph_.replays; }
 
  private:
+  /// Whether the Parallel policy captures steps (parallel::CudaGraph).
+  static constexpr bool kGraphs = HasGraphCapture<Parallel>;
+
   /// Micro-batches per step when the Accumulate policy fixes them at compile
   /// time (accumulate::None, Every<N>), else 0.
   static constexpr int64_t kFixedSteps = [] {
@@ -530,15 +538,12 @@ class Trainer {
     }
   }
 
-  // ---- captured steps (cuda_graph) -------------------------------------------
+  // ---- captured steps (parallel::CudaGraph) ---------------------------------
 
-  /// What the types alone rule out, or nullptr.
+  /// What the types rule out, or nullptr.
   template <class Hooks>
   static constexpr const char* graph_blocker() {
-    if constexpr (!std::is_same_v<Parallel, parallel::Single>) {
-      return "only parallel::Single is captured: the data-parallel policies' collectives are "
-             "driven from the host";
-    } else if constexpr (Hooks::template defines<OnBeforeStep>) {
+    if constexpr (Hooks::template defines<OnBeforeStep>) {
       return "a callback defines on_before_step, which runs on the host between backward and the "
              "optimizer step (and may skip it)";
     } else if constexpr (!HasCapturableStep<Optimizer>) {
@@ -548,12 +553,11 @@ class Trainer {
     }
   }
 
-  /// At fit's start: whether steps will be captured; if asked for and not
-  /// possible, the reason goes to the run's configuration and, once, stderr.
+  /// At fit's start: whether steps will be captured; if not, the reason goes
+  /// to the run's configuration and, once, to stderr.
   template <class Hooks>
   bool plan_graph(TrainState& state) {
     graph_ = {};  // a graph holds this fit's task and static buffers
-    if (!graph_options_.enabled) return false;
     if constexpr (constexpr const char* reason = graph_blocker<Hooks>(); reason != nullptr) {
       graph_.blocker = reason;
     } else {
@@ -564,7 +568,7 @@ class Trainer {
   }
 
   std::string graph_blocker_at_run_time() const {
-    if (!graph_options_.emulate) {
+    if (!parallel_.graph_options().emulate) {
       if (!device_.is_cuda()) return "the device is " + device_.str() + ", not CUDA";
       if (!TRAINKIT_HAS_CUDA) return "this build has no CUDA (TRAINKIT_HAS_CUDA is 0)";
     }
@@ -586,76 +590,88 @@ class Trainer {
   void report_graph(TrainState& state) {
     auto& entry = state.config["cuda_graph"];
     if (graph_.blocker.empty()) {
-      entry = std::string(graph_options_.emulate ? "emulated" : "captured") + " after " +
-              std::to_string(graph_options_.warmup_steps) + " eager steps";
+      entry = std::string(parallel_.graph_options().emulate ? "emulated" : "captured") + " after " +
+              std::to_string(parallel_.graph_options().warmup_steps) + " eager steps";
       return;
     }
     entry = "eager: " + graph_.blocker;
     if (graph_.blocker != last_graph_report_ && parallel_.is_main()) {
-      std::fprintf(stderr, "trainkit: cuda_graph: steps stay eager: %s\n", graph_.blocker.c_str());
+      std::fprintf(stderr, "trainkit: parallel::CudaGraph: steps stay eager: %s\n",
+                   graph_.blocker.c_str());
     }
     last_graph_report_ = graph_.blocker;
   }
 
-  /// One step of a full window: eager until warmed up (or when the window's
-  /// shapes differ from the recorded ones), else copy the window into the
-  /// static buffers and replay.
+  /// One full window: a replay when the graph was recorded for its shapes;
+  /// else the probe and the capture once its shapes are warm; else eager.
   template <class TaskT, class Hooks>
   void graph_step(TaskT& task, const std::vector<data::Batch>& window, TrainState& state,
                   Hooks& hooks, const FitOptions& options, FitResult& result) {
     auto& g = graph_;
-    const auto n = static_cast<int64_t>(window.size());
-    if (!g.graph.recorded() && g.eager_steps >= graph_options_.warmup_steps && g.blocker.empty()) {
-      capture_step(task, window, state);
+    if (g.can_replay(window)) {
+      if constexpr (requires { optimizer_.momentum(); }) {
+        // The fused kernels took it as a number when the step was recorded.
+        detail::require_option(optimizer_.momentum() == g.momentum, "optim momentum",
+                               optimizer_.momentum(),
+                               "its value when parallel::CudaGraph recorded the step");
+      }
+      g.load(window);
+      g.graph.replay();
+      ++g.replays;
+      return after_recorded_step(state, hooks, options, result);
     }
-    if (!g.graph.recorded() || !g.holds(window)) {
+    if (!g.graph.recorded() && g.blocker.empty() &&
+        g.warm_steps >= parallel_.graph_options().warmup_steps && g.warming.match(window) &&
+        probe_and_record(task, window, state)) {
+      return after_recorded_step(state, hooks, options, result);
+    }
+    const auto n = static_cast<int64_t>(window.size());
+    {
       detail::SideStream side(device_);  // warm-up runs beside the default stream
       for (int64_t k = 0; k < n; ++k) micro_batch(task, window[k], k + 1 == n, n, state);
-      end_step(n, n, state, hooks, options, result);
-      ++g.eager_steps;
-      return;
+      boundary(n, n, state, hooks);
     }
-    for (int64_t k = 0; k < n; ++k) {
-      g.inputs[k].input.copy_(window[k].input, /*non_blocking=*/true);
-      g.inputs[k].target.copy_(window[k].target, /*non_blocking=*/true);
-    }
-    g.graph.replay();
-    // What the eager step does on the host.
-    for (int64_t k = 0; k < n; ++k) {
-      epoch_loss_.add(g.losses[k]);
-      state.samples_seen += g.batch_sizes[k];
-      ++state.batch;
-    }
-    state.loss_tensor_ = g.losses.back();
-    if constexpr (HasLastNorm<Clip>) state.grad_norm_tensor_ = g.grad_norm;
-    if constexpr (HasLossScale<Precision>) state.loss_scale_tensor_ = precision_.loss_scale();
-    ++state.step;
-    apply_schedule(state);
+    g.note_eager(window);
     after_step(state, hooks, options, result);
   }
 
-  /// Records the step body on static copies of `window`; on failure steps
-  /// stay eager and the reason is reported.
+  /// Stages `window` in static buffers and runs its step as the graph will
+  /// (the probe), with host synchronisation an error; then records that
+  /// step for the next windows. A probe that fails leaves steps eager (its
+  /// window runs again eagerly); returns whether the window's step ran.
   template <class TaskT>
-  void capture_step(TaskT& task, const std::vector<data::Batch>& window, TrainState& state) {
+  bool probe_and_record(TaskT& task, const std::vector<data::Batch>& window, TrainState& state) {
     auto& g = graph_;
+    if constexpr (requires { optimizer_.ready_to_capture(); }) {
+      if (!optimizer_.ready_to_capture()) return false;  // e.g. SGD's first momentum step
+    }
+    const auto n = static_cast<int64_t>(window.size());
     g.inputs.clear();
     for (const auto& batch : window) {
       const auto b = to_device(batch);
       g.inputs.push_back({b.input.clone(), b.target.clone()});  // clone keeps the memory format
     }
-    const auto n = static_cast<int64_t>(window.size());
+    g.recorded = detail::WindowShapes::of(window);
     g.losses.assign(n, at::Tensor());
     g.batch_sizes.assign(n, 0);
     optimizer_.make_capturable();
     optimizer_.set_lr(state.lr);  // now on the device, where each replay reads it
     try {
-      g.graph.record([this, &task, n] { step_body(task, n); }, device_, graph_options_.emulate);
+      detail::SideStream side(device_);
+      detail::SyncIsError no_sync(device_);
+      step_body(task, n);
     } catch (const std::exception& e) {
-      g.blocker = std::string("capture failed: ") + e.what();
+      const std::string what = e.what();
+      g.blocker = "the step reads the device from the host: " + what.substr(0, what.find('\n'));
       g.inputs.clear();
+      flat_.zero_grad();
       report_graph(state);
+      return false;
     }
+    if constexpr (requires { optimizer_.momentum(); }) g.momentum = optimizer_.momentum();
+    const bool emulate = parallel_.graph_options().emulate;
+    g.graph.record([this, &task, n] { step_body(task, n); }, device_, emulate);
+    return true;
   }
 
   /// The recorded step: N micro-batches from the static buffers, then the
@@ -676,7 +692,7 @@ class Trainer {
     precision_.unscale(flat_);
     clip_.clip(flat_);
     if constexpr (HasLastNorm<Clip>) g.grad_norm = clip_.last_norm();
-    if constexpr (HasFoundInf<Precision> && HasCapturableStep<Optimizer>) {
+    if constexpr (HasFoundInf<Precision>) {
       optimizer_.step_unless_inf(precision_.found_inf());
     } else {
       precision_.step([this] { optimizer_.step(); });
@@ -685,29 +701,23 @@ class Trainer {
     flat_.zero_grad();
   }
 
-  struct GraphRun {
-    detail::StepGraph graph;
-    std::vector<data::Batch> inputs;  ///< static buffers, one per micro-batch
-    std::vector<at::Tensor> losses;   ///< written by each replay
-    std::vector<int64_t> batch_sizes;
-    at::Tensor grad_norm;  ///< clip's pre-clip norm, written by each replay
-    int64_t eager_steps = 0;
-    std::string blocker;  ///< why steps stay eager, or ""
-
-    /// Whether `window` has the recorded shapes and types.
-    bool holds(const std::vector<data::Batch>& window) const {
-      if (window.size() != inputs.size()) return false;
-      for (size_t k = 0; k < window.size(); ++k) {
-        const auto& a = window[k];
-        const auto& b = inputs[k];
-        if (a.input.sizes() != b.input.sizes() || a.target.sizes() != b.target.sizes() ||
-            a.input.scalar_type() != b.input.scalar_type() ||
-            a.target.scalar_type() != b.target.scalar_type())
-          return false;
-      }
-      return true;
+  /// What the eager step does on the host, after a recorded step ran.
+  template <class Hooks>
+  void after_recorded_step(TrainState& state, Hooks& hooks, const FitOptions& options,
+                           FitResult& result) {
+    auto& g = graph_;
+    for (size_t k = 0; k < g.losses.size(); ++k) {
+      epoch_loss_.add(g.losses[k]);
+      state.samples_seen += g.batch_sizes[k];
+      ++state.batch;
     }
-  };
+    state.loss_tensor_ = g.losses.back();
+    if constexpr (HasLastNorm<Clip>) state.grad_norm_tensor_ = g.grad_norm;
+    if constexpr (HasLossScale<Precision>) state.loss_scale_tensor_ = precision_.loss_scale();
+    ++state.step;
+    apply_schedule(state);
+    after_step(state, hooks, options, result);
+  }
 
   detail::Coordinator<Parallel> coordinator() { return detail::Coordinator<Parallel>(parallel_); }
 
@@ -745,9 +755,10 @@ class Trainer {
   Accumulate accumulate_;
   Clip clip_;
   double base_lr_;
-  CudaGraphOptions graph_options_;
-  GraphRun graph_;
-  std::string last_graph_report_;  ///< the fallback reason last printed
+  struct NoGraph {};
+  /// parallel::CudaGraph's state; nothing for other policies.
+  [[no_unique_address]] std::conditional_t<kGraphs, detail::GraphRun, NoGraph> graph_;
+  [[no_unique_address]] std::conditional_t<kGraphs, std::string, NoGraph> last_graph_report_;
   detail::LossMeter epoch_loss_;
   bool epoch_done_ = false;  ///< on_epoch_end has begun: a checkpoint resumes at the next epoch
   std::pair<int64_t, int64_t> resume_at_{0, 0};  ///< (epoch, batch) this fit starts at

@@ -9,10 +9,10 @@
 #include <torch/version.h>
 
 #include <optional>
-#include <string>
 #include <vector>
 
 #include "trainkit/detail/compat.hpp"
+#include "trainkit/detail/linkage.hpp"
 #include "trainkit/error.hpp"
 
 namespace trainkit::detail {
@@ -21,13 +21,7 @@ namespace trainkit::detail {
 /// fused kernel on CUDA where LibTorch has it (trainkit's own CPU kernels are
 /// faster there and bit-identical to torch.optim's default), true asks for it
 /// everywhere, false never.
-inline bool resolve_fused(std::optional<bool> fused, const at::Device& device) {
-  if (!fused.has_value()) return TRAINKIT_HAS_FUSED_OPTIMIZERS && device.is_cuda();
-  require_option(!*fused || TRAINKIT_HAS_FUSED_OPTIMIZERS, "optim.fused", *fused,
-                 std::string("false or unset with LibTorch ") + TORCH_VERSION +
-                     " (ATen's fused optimizer kernels need LibTorch >= 2.4)");
-  return *fused;
-}
+TRAINKIT_INLINE bool resolve_fused(std::optional<bool> fused, const at::Device& device);
 
 /// The per-step values a fused kernel reads besides the buffers.
 struct FusedStepInputs {
@@ -43,13 +37,38 @@ struct FusedAdamHyper {
 };
 
 /// One fused Adam (or AdamW) step of one flat buffer.
-inline void fused_adam_step([[maybe_unused]] const at::Tensor& param,
-                            [[maybe_unused]] const at::Tensor& grad,
-                            [[maybe_unused]] const at::Tensor& exp_avg,
-                            [[maybe_unused]] const at::Tensor& exp_avg_sq,
-                            [[maybe_unused]] const at::Tensor& max_exp_avg_sq,
-                            [[maybe_unused]] const FusedStepInputs& in,
-                            [[maybe_unused]] const FusedAdamHyper& h) {
+TRAINKIT_INLINE void fused_adam_step(const at::Tensor& param, const at::Tensor& grad,
+                                     const at::Tensor& exp_avg, const at::Tensor& exp_avg_sq,
+                                     const at::Tensor& max_exp_avg_sq, const FusedStepInputs& in,
+                                     const FusedAdamHyper& h);
+
+struct FusedSgdHyper {
+  double momentum, dampening, weight_decay;
+  bool nesterov, maximize, first_step;
+};
+
+/// One fused SGD step of one flat buffer; `momentum_buffer` is undefined
+/// without momentum.
+TRAINKIT_INLINE void fused_sgd_step(const at::Tensor& param, const at::Tensor& grad,
+                                    const at::Tensor& momentum_buffer, const FusedStepInputs& in,
+                                    const FusedSgdHyper& h);
+
+#if TRAINKIT_DEFINITIONS
+TRAINKIT_INLINE bool resolve_fused(std::optional<bool> fused, const at::Device& device) {
+  if (!fused.has_value()) return TRAINKIT_HAS_FUSED_OPTIMIZERS && device.is_cuda();
+  require_option(!*fused || TRAINKIT_HAS_FUSED_OPTIMIZERS, "optim.fused", *fused,
+                 "false or unset with LibTorch " TORCH_VERSION
+                 " (ATen's fused optimizer kernels need LibTorch >= 2.4)");
+  return *fused;
+}
+
+TRAINKIT_INLINE void fused_adam_step([[maybe_unused]] const at::Tensor& param,
+                                     [[maybe_unused]] const at::Tensor& grad,
+                                     [[maybe_unused]] const at::Tensor& exp_avg,
+                                     [[maybe_unused]] const at::Tensor& exp_avg_sq,
+                                     [[maybe_unused]] const at::Tensor& max_exp_avg_sq,
+                                     [[maybe_unused]] const FusedStepInputs& in,
+                                     [[maybe_unused]] const FusedAdamHyper& h) {
 #if TRAINKIT_HAS_FUSED_OPTIMIZERS
   std::vector<at::Tensor> vmax;
   if (h.amsgrad) vmax.push_back(max_exp_avg_sq);
@@ -75,18 +94,11 @@ inline void fused_adam_step([[maybe_unused]] const at::Tensor& param,
 #endif
 }
 
-struct FusedSgdHyper {
-  double momentum, dampening, weight_decay;
-  bool nesterov, maximize, first_step;
-};
-
-/// One fused SGD step of one flat buffer; `momentum_buffer` is undefined
-/// without momentum.
-inline void fused_sgd_step([[maybe_unused]] const at::Tensor& param,
-                           [[maybe_unused]] const at::Tensor& grad,
-                           [[maybe_unused]] const at::Tensor& momentum_buffer,
-                           [[maybe_unused]] const FusedStepInputs& in,
-                           [[maybe_unused]] const FusedSgdHyper& h) {
+TRAINKIT_INLINE void fused_sgd_step([[maybe_unused]] const at::Tensor& param,
+                                    [[maybe_unused]] const at::Tensor& grad,
+                                    [[maybe_unused]] const at::Tensor& momentum_buffer,
+                                    [[maybe_unused]] const FusedStepInputs& in,
+                                    [[maybe_unused]] const FusedSgdHyper& h) {
 #if TRAINKIT_HAS_FUSED_OPTIMIZERS
   std::vector<at::Tensor> buffers;
   if (momentum_buffer.defined()) buffers.push_back(momentum_buffer);
@@ -104,5 +116,7 @@ inline void fused_sgd_step([[maybe_unused]] const at::Tensor& param,
   throw Error("trainkit: fused optimizer kernels need LibTorch >= 2.4");
 #endif
 }
+
+#endif  // TRAINKIT_DEFINITIONS
 
 }  // namespace trainkit::detail

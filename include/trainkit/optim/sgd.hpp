@@ -52,6 +52,16 @@ class SGD {
     options_.lr = lr;
     if (lr_tensor_.defined()) lr_tensor_.fill_(lr);
   }
+  /// A captured step has the momentum baked in, and makes no buffer: not
+  /// before every momentum buffer exists (the first step with momentum ran).
+  bool ready_to_capture() const {
+    if (options_.momentum == 0.0) return true;
+    for (const auto& b : momentum_) {
+      if (!b.defined()) return false;
+    }
+    return true;
+  }
+
   double momentum() const { return options_.momentum; }
   void set_momentum(double m) { options_.momentum = m; }
   const Options& options() const { return options_; }
@@ -160,8 +170,16 @@ TRAINKIT_INLINE void SGD::load_state_dict(const StateDict& d) {
       buffers[i] = d.tensor_like(name, groups[i].data)
                        .to(groups[i].data.device(), /*non_blocking=*/false, /*copy=*/true);
   }
-  options_.momentum = d.value<double>("momentum");
-  momentum_ = std::move(buffers);
+  const auto momentum = d.value<double>("momentum");
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    if (!buffers[i].defined() || !momentum_[i].defined()) {
+      momentum_[i] = buffers[i];
+    } else {
+      momentum_[i].copy_(buffers[i]);  // in place: a captured step keeps its buffers
+    }
+  }
+  options_.momentum = momentum;
 }
 #endif  // TRAINKIT_DEFINITIONS
 
