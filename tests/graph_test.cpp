@@ -9,8 +9,8 @@
 
 using namespace trainkit;
 using tk_test::ConfigProbe;
-using tk_test::graph_batches;
 using tk_test::EagerTrainer;
+using tk_test::graph_batches;
 using tk_test::GraphTrainer;
 using tk_test::HostReader;
 using tk_test::setting_options;
