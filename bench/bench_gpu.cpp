@@ -153,6 +153,16 @@ struct StepTimer {
   double seconds() const { return std::chrono::duration<double>(end - start).count(); }
 };
 
+/// `text` inside a JSON string (a fallback reason may quote an error).
+std::string json_escaped(const std::string& text) {
+  std::string out;
+  for (const char c : text) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (c != '\n') out += c;
+  }
+  return out;
+}
+
 /// One case: a model, its batch shape and how it trains.
 struct Case {
   std::string name, precision;
@@ -197,7 +207,8 @@ void run(const Case& c, const Args& args) {
     << ", \"samples_per_s\": " << samples_per_s << ", \"steps_per_s\": " << 1.0 / s;
   if constexpr (graph) {
     f << ", \"graph\": \""
-      << (trainer.graph_recorded() ? "recorded" : trainer.graph_fallback_reason()) << "\"";
+      << json_escaped(trainer.graph_recorded() ? "recorded" : trainer.graph_fallback_reason())
+      << "\"";
   }
   if (args.peak_flops > 0) {
     auto example = distinct[0].input.narrow(0, 0, 1);

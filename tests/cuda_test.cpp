@@ -254,3 +254,26 @@ TEST_CASE("a host-reading callback on CUDA keeps steps eager, with the reason") 
   REQUIRE_CUDA();
   tk_test::check_host_reader_fallback(cuda);
 }
+
+TEST_CASE("a task that reads the host on CUDA: the probe falls back, and training equals eager") {
+  REQUIRE_CUDA();
+  struct Reading {  // a task that synchronises: .item() on the loss
+    StepOutput step(ModelRef& model, const data::Batch& batch) {
+      auto out = task::Classification{}.step(model, batch);
+      seen += out.loss.item<double>();
+      return out;
+    }
+    double seen = 0;
+  };
+  const auto data = tk_test::graph_batches(12);
+  tk_test::EagerTrainer eager(tk_test::seeded_mlp(),
+                              tk_test::setting_options<tk_test::EagerTrainer>(cuda));
+  tk_test::GraphTrainer graph(tk_test::seeded_mlp(), tk_test::setting_options(cuda));
+  Reading a, b;
+  eager.fit(a, data);
+  graph.fit(b, data);
+  CHECK_FALSE(graph.graph_recorded());
+  CHECK(graph.graph_fallback_reason().find("reads the device") != std::string::npos);
+  CHECK(graph.optimizer().steps_taken() == eager.optimizer().steps_taken());
+  CHECK(tk_test::max_param_rel_error(eager.model(), graph.model()) < 1e-5);
+}

@@ -182,3 +182,16 @@ TEST_CASE("parallel::CudaGraph warms up per window shape, and waits for SGD's mo
     CHECK(tk_test::max_param_rel_error(eager.model(), graph.model()) < 1e-5);
   }
 }
+
+TEST_CASE("parallel::CudaGraph refuses a momentum changed after the step was recorded") {
+  if (!TRAINKIT_HAS_FUSED_OPTIMIZERS) return;
+  GraphTrainer t(tk_test::seeded_mlp(), setting_options());
+  struct Meddler {
+    GraphTrainer* trainer;
+    void on_step_end(TrainState& s) {
+      if (s.step == 6) trainer->optimizer().set_momentum(0.8);  // recorded at step 4
+    }
+  };
+  CHECK_THROWS_WITH_AS(t.fit(task::Classification{}, graph_batches(20), {}, Meddler{&t}),
+                       doctest::Contains("optim momentum"), Error);
+}

@@ -82,7 +82,7 @@ template <class O>
 concept HasSetMomentum = requires(O& o, double m) {
   o.set_momentum(m);
 };
-/// Optional: a step a CUDA graph can capture (Trainer option cuda_graph):
+/// Optional: a step a CUDA graph can capture (parallel::CudaGraph):
 /// after make_capturable() the step reads no host value, and
 /// step_unless_inf(found_inf) changes nothing where the device flag is set.
 /// capturable() says whether this instance can (optim::AdamW: when fused).
@@ -277,8 +277,6 @@ concept ParallelPolicy = detail::HasDefaultOptions<P> && detail::ParallelConstru
     detail::HasDevice<P> && detail::HasPrepare<P> && detail::HasAttach<P> && detail::HasSync<P> &&
     detail::HasRanks<P> && detail::HasCollectives<P> && detail::HasOptimizerStateTransforms<P>;
 
-/// Optional for optimizers: the state tensors that follow the parameters
-/// element by element, so a sharding Parallel policy can shard them.
 /// Optional for Parallel policies: each step captured as a CUDA graph
 /// (parallel::CudaGraph): the Trainer compiles the capture code only then.
 template <class P>
@@ -287,6 +285,8 @@ concept HasGraphCapture = requires(const P& p) {
   { p.graph_options().emulate } -> std::convertible_to<bool>;
 };
 
+/// Optional for optimizers: the state tensors that follow the parameters
+/// element by element, so a sharding Parallel policy can shard them.
 template <class O>
 concept HasElementwiseState = requires(const O& o) {
   { o.elementwise_state() } -> std::same_as<ElementwiseState>;

@@ -567,7 +567,7 @@ class Trainer {
     return graph_.blocker.empty();
   }
 
-  std::string graph_blocker_at_run_time() const {
+  std::string graph_blocker_at_run_time() const requires(kGraphs) {
     if (!parallel_.graph_options().emulate) {
       if (!device_.is_cuda()) return "the device is " + device_.str() + ", not CUDA";
       if (!TRAINKIT_HAS_CUDA) return "this build has no CUDA (TRAINKIT_HAS_CUDA is 0)";
@@ -587,7 +587,7 @@ class Trainer {
     return "";
   }
 
-  void report_graph(TrainState& state) {
+  void report_graph(TrainState& state) requires(kGraphs) {
     auto& entry = state.config["cuda_graph"];
     if (graph_.blocker.empty()) {
       entry = std::string(parallel_.graph_options().emulate ? "emulated" : "captured") + " after " +
@@ -618,16 +618,25 @@ class Trainer {
       g.load(window);
       g.graph.replay();
       ++g.replays;
-      return after_recorded_step(state, hooks, options, result);
+      account_recorded_step(state);
+      return after_step(state, hooks, options, result);
     }
-    if (!g.graph.recorded() && g.blocker.empty() &&
-        g.warm_steps >= parallel_.graph_options().warmup_steps && g.warming.match(window) &&
-        probe_and_record(task, window, state)) {
-      return after_recorded_step(state, hooks, options, result);
+    const bool warming = !g.graph.recorded() && g.blocker.empty();
+    if (warming && g.warm_steps >= parallel_.graph_options().warmup_steps &&
+        g.warming.match(window) && probe(task, window, state)) {
+      // The probe was this window's step: account for it with its own
+      // outputs before recording reassigns them to the graph's.
+      account_recorded_step(state);
+      if constexpr (requires { optimizer_.momentum(); }) g.momentum = optimizer_.momentum();
+      g.graph.record([this, &task, n = static_cast<int64_t>(window.size())] { step_body(task, n); },
+                     device_, parallel_.graph_options().emulate);
+      return after_step(state, hooks, options, result);
     }
     const auto n = static_cast<int64_t>(window.size());
     {
-      detail::SideStream side(device_);  // warm-up runs beside the default stream
+      // Warm-up runs beside the default stream; other eager steps as usual.
+      std::optional<detail::SideStream> side;
+      if (warming) side.emplace(device_);
       for (int64_t k = 0; k < n; ++k) micro_batch(task, window[k], k + 1 == n, n, state);
       boundary(n, n, state, hooks);
     }
@@ -636,11 +645,12 @@ class Trainer {
   }
 
   /// Stages `window` in static buffers and runs its step as the graph will
-  /// (the probe), with host synchronisation an error; then records that
-  /// step for the next windows. A probe that fails leaves steps eager (its
-  /// window runs again eagerly); returns whether the window's step ran.
+  /// (the probe), with a host synchronisation on CUDA an error. Returns
+  /// whether the window's step ran. A step that synchronises leaves steps
+  /// eager with that reason, and its window runs again eagerly (its
+  /// forwards ran twice: BatchNorm statistics and dropout's RNG see them).
   template <class TaskT>
-  bool probe_and_record(TaskT& task, const std::vector<data::Batch>& window, TrainState& state) {
+  bool probe(TaskT& task, const std::vector<data::Batch>& window, TrainState& state) {
     auto& g = graph_;
     if constexpr (requires { optimizer_.ready_to_capture(); }) {
       if (!optimizer_.ready_to_capture()) return false;  // e.g. SGD's first momentum step
@@ -660,17 +670,15 @@ class Trainer {
       detail::SideStream side(device_);
       detail::SyncIsError no_sync(device_);
       step_body(task, n);
-    } catch (const std::exception& e) {
+    } catch (const c10::Error& e) {
       const std::string what = e.what();
+      if (what.find("synchroniz") == std::string::npos) throw;  // a real error, not a host read
       g.blocker = "the step reads the device from the host: " + what.substr(0, what.find('\n'));
       g.inputs.clear();
       flat_.zero_grad();
       report_graph(state);
       return false;
     }
-    if constexpr (requires { optimizer_.momentum(); }) g.momentum = optimizer_.momentum();
-    const bool emulate = parallel_.graph_options().emulate;
-    g.graph.record([this, &task, n] { step_body(task, n); }, device_, emulate);
     return true;
   }
 
@@ -701,10 +709,9 @@ class Trainer {
     flat_.zero_grad();
   }
 
-  /// What the eager step does on the host, after a recorded step ran.
-  template <class Hooks>
-  void after_recorded_step(TrainState& state, Hooks& hooks, const FitOptions& options,
-                           FitResult& result) {
+  /// What the eager step does on the host besides the device work, after
+  /// a recorded step ran (the hooks follow in after_step).
+  void account_recorded_step(TrainState& state) {
     auto& g = graph_;
     for (size_t k = 0; k < g.losses.size(); ++k) {
       epoch_loss_.add(g.losses[k]);
@@ -716,7 +723,6 @@ class Trainer {
     if constexpr (HasLossScale<Precision>) state.loss_scale_tensor_ = precision_.loss_scale();
     ++state.step;
     apply_schedule(state);
-    after_step(state, hooks, options, result);
   }
 
   detail::Coordinator<Parallel> coordinator() { return detail::Coordinator<Parallel>(parallel_); }
