@@ -12,6 +12,7 @@
 // On a CPU (`--device cpu --batch-scale 0.01 --steps 3`) it is a smoke run:
 // graphs are emulated there, and the timings mean nothing.
 #include <torch/torch.h>
+#include <nlohmann/json.hpp>
 #include <trainkit/callbacks/throughput.hpp>
 #include <trainkit/trainkit.hpp>
 
@@ -153,16 +154,6 @@ struct StepTimer {
   double seconds() const { return std::chrono::duration<double>(end - start).count(); }
 };
 
-/// `text` inside a JSON string (a fallback reason may quote an error).
-std::string json_escaped(const std::string& text) {
-  std::string out;
-  for (const char c : text) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (c != '\n') out += c;
-  }
-  return out;
-}
-
 /// One case: a model, its batch shape and how it trains.
 struct Case {
   std::string name, precision;
@@ -206,9 +197,10 @@ void run(const Case& c, const Args& args) {
     << "\", \"batch\": " << c.batch_shape[0] << ", \"ms_per_step\": " << s * 1e3
     << ", \"samples_per_s\": " << samples_per_s << ", \"steps_per_s\": " << 1.0 / s;
   if constexpr (graph) {
-    f << ", \"graph\": \""
-      << json_escaped(trainer.graph_recorded() ? "recorded" : trainer.graph_fallback_reason())
-      << "\"";
+    // a fallback reason may quote an error: nlohmann's dump escapes it
+    f << ", \"graph\": "
+      << nlohmann::json(trainer.graph_recorded() ? "recorded" : trainer.graph_fallback_reason())
+             .dump();
   }
   if (args.peak_flops > 0) {
     auto example = distinct[0].input.narrow(0, 0, 1);

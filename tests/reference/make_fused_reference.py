@@ -7,7 +7,11 @@ scalar tail differently, so the same values laid out per tensor differ in the
 last bit (on CUDA every element takes the same path). Needs PyTorch >= 2.4: run it in the Debian 13 root,
   bash scripts/debian13.sh run /usr/bin/python3 /src/tests/reference/make_fused_reference.py
 It rewrites fused_optim.json beside this file; the tests compare bit for bit.
+With --layout-check it writes nothing and prints how far PyTorch's own fused
+CPU kernel moves between the flat and the per-tensor layout of the same values.
 """
+import sys
+
 import torch
 
 from make_reference import dump, flat, optimizer_problem, run_optimizer
@@ -15,10 +19,14 @@ from make_reference import dump, flat, optimizer_problem, run_optimizer
 STEPS = 40
 
 
+def concat(tensors):
+    """The tensors as one flat tensor, as trainkit's flat buffer holds them."""
+    return [torch.cat([t.reshape(-1) for t in tensors])]
+
+
 def fused_reference():
     init, grads = optimizer_problem()
     grads = grads[:STEPS]
-    concat = lambda tensors: [torch.cat([t.reshape(-1) for t in tensors])]
     S = torch.optim
     cases = {
         "adamw": (S.AdamW, dict(lr=1e-2, weight_decay=0.01), None),
@@ -40,6 +48,21 @@ def fused_reference():
     dump("fused_optim.json", out, "make_fused_reference.py")
 
 
+def layout_check():
+    init, grads = optimizer_problem()
+    grads = grads[:STEPS]
+    for cls, kwargs in [(torch.optim.AdamW, dict(lr=1e-2, weight_decay=0.01, fused=True)),
+                        (torch.optim.SGD, dict(lr=0.05, momentum=0.9, dampening=0.1,
+                                               weight_decay=1e-3, fused=True))]:
+        flat = run_optimizer(cls, kwargs, None, concat(init), [concat(g) for g in grads], [STEPS])
+        per_tensor = run_optimizer(cls, kwargs, None, init, grads, [STEPS])
+        diff = max(abs(a - b) for a, b in zip(flat[0], per_tensor[0]))
+        print(f"{cls.__name__}: max |flat - per-tensor| after {STEPS} steps: {diff:.2g}")
+
+
 if __name__ == "__main__":
     torch.set_num_threads(1)
-    fused_reference()
+    if "--layout-check" in sys.argv:
+        layout_check()
+    else:
+        fused_reference()

@@ -33,27 +33,24 @@ class AdamFamily {
   bool fused() const { return fused_; }
   /// Whether a CUDA graph can capture step_unless_inf (after make_capturable).
   bool capturable() const { return fused_; }
-  /// From now on the kernel reads the learning rate from a float tensor on
-  /// the parameters' device that set_lr writes, so a captured step sees each
-  /// new value. (Until then it is passed as a number, which is what makes
-  /// eager steps bitwise torch.optim's fused=True with a float lr.)
+  /// From now on the kernel reads the learning rate from the device
+  /// (detail::DeviceLr), so a captured step sees each new value.
   void make_capturable() {
-    require_option(fused_, "optim.fused", false, "true for a capturable step");
-    if (!lr_tensor_.defined())
-      lr_tensor_ = at::full({}, options_.lr, step_count_.front().options());
+    require_fused(fused_, "a capturable step");
+    lr_.make_capturable(options_.lr, params_->groups().front().data);
   }
   /// A step that reads nothing from the host: it changes nothing (not even
   /// the step count) where `found_inf` is nonzero, as torch.optim's fused
   /// step under a GradScaler. Needs fused().
   void step_unless_inf(const at::Tensor& found_inf) {
-    require_option(fused_, "optim.fused", false, "true for a step without host reads");
+    require_fused(fused_, "a step without host reads");
     fused_step(found_inf);
   }
 
   double lr() const { return options_.lr; }
   void set_lr(double lr) {
     options_.lr = lr;
-    if (lr_tensor_.defined()) lr_tensor_.fill_(lr);
+    lr_.set(lr);
   }
   /// OneCycle's momentum cycling drives beta1, as PyTorch does for Adam.
   double momentum() const { return options_.beta1; }
@@ -88,7 +85,8 @@ class AdamFamily {
     for (size_t i = 0; i < groups.size(); ++i) {
       step_count_[i].add_(1);
       fused_adam_step(groups[i].data, groups[i].grad, exp_avg_[i], exp_avg_sq_[i],
-                      max_exp_avg_sq_[i], {options_.lr, lr_tensor_, step_count_[i], found_inf}, h);
+                      max_exp_avg_sq_[i], {options_.lr, lr_.tensor(), step_count_[i], found_inf},
+                      h);
       if (found_inf.defined()) step_count_[i].sub_(found_inf.reshape({}));  // a skip is not a step
     }
   }
@@ -98,10 +96,9 @@ class AdamFamily {
   bool fused_;
   int64_t steps_ = 0;  ///< unfused; fused steps count on the device, in step_count_
   std::vector<at::Tensor> exp_avg_, exp_avg_sq_, max_exp_avg_sq_, scratch_;
-  /// Fused only: per group, the float step count torch.optim keeps; the
-  /// learning rate as a device tensor once make_capturable was called.
+  /// Fused only: per group, the float step count torch.optim keeps.
   std::vector<at::Tensor> step_count_;
-  at::Tensor lr_tensor_;
+  DeviceLr lr_;
 };
 
 // Out of line, so that TRAINKIT_SEPARATE_COMPILATION programs compile them

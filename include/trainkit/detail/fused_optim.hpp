@@ -9,7 +9,8 @@
 #include <torch/version.h>
 
 #include <optional>
-#include <vector>
+#include <string>
+#include <string_view>
 
 #include "trainkit/detail/compat.hpp"
 #include "trainkit/detail/linkage.hpp"
@@ -23,12 +24,47 @@ namespace trainkit::detail {
 /// everywhere, false never.
 TRAINKIT_INLINE bool resolve_fused(std::optional<bool> fused, const at::Device& device);
 
+/// A fused optimizer's capturable calls need its `fused` option on.
+inline void require_fused(bool fused, std::string_view what) {
+  if (!fused) require_option(false, "optim.fused", false, "true for " + std::string(what));
+}
+
+/// The learning rate as a fused kernel reads it once the step is capturable:
+/// a float32 tensor on the parameters' device that each set() keeps current,
+/// so a captured step sees every new value. Until make_capturable() the
+/// kernel takes the number, which is what makes eager steps bitwise
+/// torch.optim's fused=True with a float lr.
+class DeviceLr {
+ public:
+  void make_capturable(double lr, const at::Tensor& like) {
+    if (!tensor_.defined()) tensor_ = at::full({}, lr, like.options().dtype(at::kFloat));
+  }
+  void set(double lr) {
+    if (tensor_.defined()) tensor_.fill_(lr);
+  }
+  const at::Tensor& tensor() const { return tensor_; }
+
+ private:
+  at::Tensor tensor_;
+};
+
 /// The per-step values a fused kernel reads besides the buffers.
 struct FusedStepInputs {
   double lr;             ///< used when lr_tensor is undefined (as torch.optim with a float lr)
   at::Tensor lr_tensor;  ///< a 1-element float tensor on the device: capturable
   at::Tensor step;       ///< float step count, already incremented
   at::Tensor found_inf;  ///< when defined and nonzero, the kernel changes nothing
+
+  /// Calls `kernel(lr, found_inf)` with both as the ATen kernels take them.
+  template <class Kernel>
+  void call(Kernel&& kernel) const {
+    const auto inf = found_inf.defined() ? std::optional<at::Tensor>(found_inf) : std::nullopt;
+    if (lr_tensor.defined()) {
+      kernel(lr_tensor, inf);
+    } else {
+      kernel(lr, inf);
+    }
+  }
 };
 
 struct FusedAdamHyper {
@@ -70,25 +106,20 @@ TRAINKIT_INLINE void fused_adam_step([[maybe_unused]] const at::Tensor& param,
                                      [[maybe_unused]] const FusedStepInputs& in,
                                      [[maybe_unused]] const FusedAdamHyper& h) {
 #if TRAINKIT_HAS_FUSED_OPTIMIZERS
-  std::vector<at::Tensor> vmax;
-  if (h.amsgrad) vmax.push_back(max_exp_avg_sq);
-  const std::optional<at::Tensor> no_scale;
-  const auto inf = in.found_inf.defined() ? std::optional<at::Tensor>(in.found_inf) : std::nullopt;
-  using L = at::TensorList;  // one flat buffer each
-  const auto run = [&](auto kernel) {
-    if (in.lr_tensor.defined()) {
-      kernel(L(param), L(grad), L(exp_avg), L(exp_avg_sq), L(vmax), L(in.step), in.lr_tensor,
-             h.beta1, h.beta2, h.weight_decay, h.eps, h.amsgrad, /*maximize=*/false, no_scale, inf);
+  using L = at::TensorList;  // one flat buffer each, or none
+  const L vmax = h.amsgrad ? L(max_exp_avg_sq) : L();
+  in.call([&](const auto& lr, const std::optional<at::Tensor>& inf) {
+    const auto step = [&](auto kernel) {
+      kernel(L(param), L(grad), L(exp_avg), L(exp_avg_sq), vmax, L(in.step), lr, h.beta1, h.beta2,
+             h.weight_decay, h.eps, h.amsgrad, /*maximize=*/false, /*grad_scale=*/std::nullopt,
+             inf);
+    };
+    if (h.decoupled) {
+      step([](auto&&... a) { at::_fused_adamw_(a...); });
     } else {
-      kernel(L(param), L(grad), L(exp_avg), L(exp_avg_sq), L(vmax), L(in.step), in.lr, h.beta1,
-             h.beta2, h.weight_decay, h.eps, h.amsgrad, /*maximize=*/false, no_scale, inf);
+      step([](auto&&... a) { at::_fused_adam_(a...); });
     }
-  };
-  if (h.decoupled) {
-    run([](auto&&... a) { at::_fused_adamw_(a...); });
-  } else {
-    run([](auto&&... a) { at::_fused_adam_(a...); });
-  }
+  });
 #else
   throw Error("trainkit: fused optimizer kernels need LibTorch >= 2.4");
 #endif
@@ -100,18 +131,12 @@ TRAINKIT_INLINE void fused_sgd_step([[maybe_unused]] const at::Tensor& param,
                                     [[maybe_unused]] const FusedStepInputs& in,
                                     [[maybe_unused]] const FusedSgdHyper& h) {
 #if TRAINKIT_HAS_FUSED_OPTIMIZERS
-  std::vector<at::Tensor> buffers;
-  if (momentum_buffer.defined()) buffers.push_back(momentum_buffer);
-  const std::optional<at::Tensor> no_scale;
-  const auto inf = in.found_inf.defined() ? std::optional<at::Tensor>(in.found_inf) : std::nullopt;
   using L = at::TensorList;
-  if (in.lr_tensor.defined()) {
-    at::_fused_sgd_(L(param), L(grad), buffers, h.weight_decay, h.momentum, in.lr_tensor,
-                    h.dampening, h.nesterov, h.maximize, h.first_step, no_scale, inf);
-  } else {
-    at::_fused_sgd_(L(param), L(grad), buffers, h.weight_decay, h.momentum, in.lr, h.dampening,
-                    h.nesterov, h.maximize, h.first_step, no_scale, inf);
-  }
+  const L buffers = momentum_buffer.defined() ? L(momentum_buffer) : L();
+  in.call([&](const auto& lr, const std::optional<at::Tensor>& inf) {
+    at::_fused_sgd_(L(param), L(grad), buffers, h.weight_decay, h.momentum, lr, h.dampening,
+                    h.nesterov, h.maximize, h.first_step, /*grad_scale=*/std::nullopt, inf);
+  });
 #else
   throw Error("trainkit: fused optimizer kernels need LibTorch >= 2.4");
 #endif

@@ -5,6 +5,7 @@
 // stream, and a replay launches the whole step at once; with `emulate` the
 // body is kept and run again on each replay, on any device.
 #include <ATen/autocast_mode.h>
+#include <c10/util/ScopeExit.h>
 #include <torch/types.h>
 
 #include <cstdint>
@@ -117,6 +118,8 @@ class StepGraph {
     // back when the outermost autocast region ends: PyTorch's graphs turn it off.
     const bool cache = at::autocast::is_autocast_cache_enabled();
     at::autocast::set_autocast_cache_enabled(false);
+    const auto restore =
+        c10::make_scope_exit([cache] { at::autocast::set_autocast_cache_enabled(cache); });
     try {
       // Thread-local: the loader's worker threads pin memory meanwhile, which
       // the global mode forbids; the autograd thread's kernels on the
@@ -125,7 +128,6 @@ class StepGraph {
       body();
       graph->capture_end();
     } catch (const std::exception& e) {
-      at::autocast::set_autocast_cache_enabled(cache);
       try {
         graph->capture_end();  // ends capture mode on the stream, if it can
       } catch (...) {
@@ -135,7 +137,6 @@ class StepGraph {
                               "device; train this model with parallel::Single. The error: ") +
                   e.what());
     }
-    at::autocast::set_autocast_cache_enabled(cache);
     graph_ = std::move(graph);
 #else
     throw Error("trainkit: parallel::CudaGraph: this build has no CUDA (TRAINKIT_HAS_CUDA is 0)");

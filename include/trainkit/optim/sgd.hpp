@@ -40,8 +40,8 @@ class SGD {
   /// Whether a CUDA graph can capture step_unless_inf (after make_capturable;
   /// the first step with momentum makes the buffers, so it runs eagerly).
   bool capturable() const { return fused_; }
-  /// The kernel reads the learning rate from a device tensor from now on
-  /// (see AdamW's make_capturable).
+  /// The kernel reads the learning rate from the device from now on
+  /// (detail::DeviceLr).
   void make_capturable();
   /// A step that changes nothing where `found_inf` is nonzero, without host
   /// reads. Needs fused().
@@ -50,7 +50,7 @@ class SGD {
   double lr() const { return options_.lr; }
   void set_lr(double lr) {
     options_.lr = lr;
-    if (lr_tensor_.defined()) lr_tensor_.fill_(lr);
+    lr_.set(lr);
   }
   /// A captured step has the momentum baked in, and makes no buffer: not
   /// before every momentum buffer exists (the first step with momentum ran).
@@ -84,7 +84,7 @@ class SGD {
   bool fused_;
   std::vector<at::Tensor> momentum_;
   std::vector<at::Tensor> scratch_;
-  at::Tensor lr_tensor_;  ///< fused, after make_capturable
+  detail::DeviceLr lr_;
 };
 
 #if TRAINKIT_DEFINITIONS
@@ -105,15 +105,12 @@ TRAINKIT_INLINE SGD::SGD(FlatParams& params, const Options& options)
 }
 
 TRAINKIT_INLINE void SGD::make_capturable() {
-  detail::require_option(fused_, "optim.fused", false, "true for a capturable step");
-  if (!lr_tensor_.defined()) {
-    lr_tensor_ =
-        at::full({}, options_.lr, params_->groups().front().data.options().dtype(at::kFloat));
-  }
+  detail::require_fused(fused_, "a capturable step");
+  lr_.make_capturable(options_.lr, params_->groups().front().data);
 }
 
 TRAINKIT_INLINE void SGD::step_unless_inf(const at::Tensor& found_inf) {
-  detail::require_option(fused_, "optim.fused", false, "true for a step without host reads");
+  detail::require_fused(fused_, "a step without host reads");
   fused_step(found_inf);
 }
 
@@ -125,7 +122,7 @@ TRAINKIT_INLINE void SGD::fused_step(const at::Tensor& found_inf) {
     if (first) momentum_[i] = at::empty_like(groups[i].data);  // the kernel copies the gradient in
     detail::fused_sgd_step(groups[i].data, groups[i].grad,
                            with_momentum ? momentum_[i] : at::Tensor(),
-                           {options_.lr, lr_tensor_, at::Tensor(), found_inf},
+                           {options_.lr, lr_.tensor(), at::Tensor(), found_inf},
                            {options_.momentum, options_.dampening, options_.weight_decay,
                             options_.nesterov, options_.maximize, first});
   }
