@@ -11,7 +11,9 @@ import sys
 
 def load(path):
     with open(path) as f:
-        return [json.loads(line) for line in f if line.startswith("{")]
+        # other JSON lines come through too (Inductor's autotuning statistics)
+        lines = [json.loads(line) for line in f if line.startswith("{")]
+    return [r for r in lines if "bench" in r and "case" in r]
 
 
 def main():

@@ -91,6 +91,7 @@ def sync(device):
 
 def train_flops_per_sample(model, example):
     from torch.utils.flop_counter import FlopCounterMode
+    model = model.to(example.device)  # Lightning hands the module back on the CPU
     with FlopCounterMode(display=False) as counter, torch.no_grad():
         model(example)
     return 3.0 * counter.get_total_flops()  # forward + backward (2x)
