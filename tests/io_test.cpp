@@ -3,6 +3,8 @@
 // atomic file replacement.
 #include <trainkit/io.hpp>
 
+#include <dlfcn.h>
+
 #include <filesystem>
 #include <fstream>
 
@@ -186,6 +188,21 @@ TEST_CASE("module weights: save, load into a fresh model, and mismatches change 
   CHECK_THROWS_WITH_AS(io::load_safetensors(dir / "partial.safetensors", *fresh),
                        doctest::Contains("has no tensor \"fc1.bias\" that the model needs"), Error);
   std::filesystem::remove_all(dir);
+}
+
+// PyTorch 2.11's wheel exports its own std::filesystem from libtorch.so,
+// and its remove_all crashed every checkpoint write here (scripts/run.sh gpu,
+// H100, 2026-11-25) until trainkit's target named libstdc++ ahead of
+// LibTorch. In a position-independent program a function's address is the
+// one the dynamic linker bound, so dladdr says which library serves it.
+TEST_CASE("std::filesystem calls bind to the C++ library, not to a copy exported by LibTorch") {
+  using RemoveAll = std::uintmax_t (*)(const std::filesystem::path&);
+  const RemoveAll remove_all = &std::filesystem::remove_all;
+  Dl_info info{};
+  REQUIRE(dladdr(reinterpret_cast<void*>(remove_all), &info) != 0);
+  const std::string library = info.dli_fname ? info.dli_fname : "";
+  INFO("std::filesystem::remove_all is served by " << library);
+  CHECK(library.find("libtorch") == std::string::npos);
 }
 
 TEST_CASE("atomic writes replace the file whole and leave no temporary behind") {
