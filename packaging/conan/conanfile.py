@@ -117,6 +117,11 @@ class TrainkitConan(ConanFile):
             core.cxxflags = ["-fopenmp"]
             core.sharedlinkflags = ["-fopenmp"]
             core.exelinkflags = ["-fopenmp"]
+            if str(self.settings.get_safe("compiler.libcxx", "")).startswith("libstdc++"):
+                # libstdc++ ahead of LibTorch, as CMake's target does (decision 84)
+                stdcxx_first = "-Wl,--push-state,--no-as-needed,-lstdc++,--pop-state"
+                core.sharedlinkflags.append(stdcxx_first)
+                core.exelinkflags.append(stdcxx_first)
         if self.options.with_tune:
             tune = self.cpp_info.components["tune"]
             tune.bindirs = []
