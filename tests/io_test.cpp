@@ -193,8 +193,9 @@ TEST_CASE("module weights: save, load into a fresh model, and mismatches change 
 // PyTorch 2.11's wheel exports its own std::filesystem from libtorch.so;
 // bound to it, remove_all crashed 19 test cases on the first GPU run
 // (scripts/run.sh gpu, H100, 2026-11-25). trainkit's target names libstdc++
-// ahead of LibTorch (decision 84). In a position-independent program a function's address is the
-// one the dynamic linker bound, so dladdr says which library serves it.
+// ahead of LibTorch (decision 84). In a position-independent program a
+// function's address is the one the dynamic linker bound, so dladdr says
+// which library serves it.
 TEST_CASE("std::filesystem calls bind to the C++ library, not to a copy exported by LibTorch") {
   using RemoveAll = std::uintmax_t (*)(const std::filesystem::path&);
   const RemoveAll remove_all = &std::filesystem::remove_all;
