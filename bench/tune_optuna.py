@@ -39,9 +39,11 @@ def rosenbrock(x):
     return sum(100 * (x[i + 1] - x[i] ** 2) ** 2 + (1 - x[i]) ** 2 for i in range(len(x) - 1))
 
 
+# Optima to double precision: a rounded one puts a floor under the regret
+# (0.397887 under Branin's at 3.6e-7, which the GP reaches).
 FUNCTIONS = {  # name: (function, bounds per dimension, optimum)
-    "branin": (branin, [(-5.0, 10.0), (0.0, 15.0)], 0.397887),
-    "hartmann6": (hartmann6, [(0.0, 1.0)] * 6, -3.32237),
+    "branin": (branin, [(-5.0, 10.0), (0.0, 15.0)], 0.39788735772973816),
+    "hartmann6": (hartmann6, [(0.0, 1.0)] * 6, -3.3223680114155147),
     "rosenbrock10": (rosenbrock, [(-2.048, 2.048)] * 10, 0.0),
 }
 

@@ -95,11 +95,18 @@ struct KernelParams {
   double noise_var = 1;
 };
 
+/// The floor of the noise variance, on standardised values. Optuna's is
+/// 1e-6; at 1e-8 the model resolves a deterministic objective 10x finer
+/// (its noise sits at the floor), and the covariance's condition number,
+/// about kernel_scale / floor, stays near 1e9, far from double precision's
+/// limit (docs/benchmarks.md, 2026-11-25 (afternoon)).
+inline constexpr double default_minimum_noise = 1e-8;
+
 struct GpFitOptions {
-  double minimum_noise = 1e-6;           ///< noise_var >= this: a well-conditioned Cholesky
-  bool deterministic_objective = false;  ///< noise_var fixed at minimum_noise
-  int64_t max_iter = 200;                ///< L-BFGS iterations
-  double gtol = 1e-2;                    ///< stop when every |gradient| <= this (Optuna's)
+  double minimum_noise = default_minimum_noise;  ///< noise_var >= this
+  bool deterministic_objective = false;          ///< noise_var fixed at minimum_noise
+  int64_t max_iter = 200;                        ///< L-BFGS iterations
+  double gtol = 1e-2;                            ///< stop when every |gradient| <= this (Optuna's)
 };
 
 /// A zero-mean GP regressor on normalised inputs. Categorical columns hold
@@ -124,28 +131,30 @@ class GaussianProcess {
 
   int64_t dim() const { return x_.size(1); }
   const KernelParams& params() const { return params_; }
-  /// Sets the hyperparameters (the Cholesky factor is recomputed).
+  /// Sets the hyperparameters (the Cholesky factor is recomputed). Throws,
+  /// changing nothing, when the covariance has no Cholesky factor.
   void set_params(KernelParams p) {
     if (p.inverse_squared_lengthscales.empty())
       p.inverse_squared_lengthscales.assign(static_cast<size_t>(dim()), 1.0);
     if (static_cast<int64_t>(p.inverse_squared_lengthscales.size()) != dim())
       throw std::invalid_argument("trainkit: GaussianProcess: one lengthscale per column");
-    params_ = std::move(p);
-    isl_ = torch::tensor(params_.inverse_squared_lengthscales, torch::kDouble);
-    scale_ = torch::tensor(params_.kernel_scale, torch::kDouble);
-    noise_ = torch::tensor(params_.noise_var, torch::kDouble);
+    auto isl = torch::tensor(p.inverse_squared_lengthscales, torch::kDouble);
+    auto scale = torch::tensor(p.kernel_scale, torch::kDouble);
+    auto noise = torch::tensor(p.noise_var, torch::kDouble);
     torch::NoGradGuard no_grad;
-    auto cov =
-        kernel_of(train_sqd_, isl_, scale_) + noise_ * torch::eye(x_.size(0), torch::kDouble);
+    auto cov = kernel_of(train_sqd_, isl, scale) + noise * torch::eye(x_.size(0), torch::kDouble);
     const auto chol = at::linalg_cholesky(cov);
-    alpha_ = solve_cholesky(chol, y_.unsqueeze(-1)).squeeze(-1);
+    auto alpha = solve_cholesky(chol, y_.unsqueeze(-1)).squeeze(-1);
     // L^-1 once: the acquisition's ascent differentiates through a matmul,
     // several times cheaper than through a triangular solve.
-    inv_chol_t_ = at::linalg_solve_triangular(chol, torch::eye(x_.size(0), torch::kDouble),
-                                              /*upper=*/false, /*left=*/true,
-                                              /*unitriangular=*/false)
-                      .t()
-                      .contiguous();
+    auto inv_chol_t = at::linalg_solve_triangular(chol, torch::eye(x_.size(0), torch::kDouble),
+                                                  /*upper=*/false, /*left=*/true,
+                                                  /*unitriangular=*/false)
+                          .t()
+                          .contiguous();
+    params_ = std::move(p);
+    isl_ = std::move(isl), scale_ = std::move(scale), noise_ = std::move(noise);
+    alpha_ = std::move(alpha), inv_chol_t_ = std::move(inv_chol_t);
   }
   std::vector<double> lengthscales() const {
     std::vector<double> out;
@@ -362,7 +371,7 @@ struct GpOptions {
   int64_t n_candidates = 2048;           ///< quasi-random points the acquisition is evaluated at
   int64_t n_local_search = 10;           ///< of which this many (with the best trial) are ascended
   int64_t max_ascent_steps = 200;        ///< L-BFGS iterations per local search, at most
-  double minimum_noise = 1e-6;           ///< the GP's noise-variance floor
+  double minimum_noise = detail::default_minimum_noise;  ///< the GP's noise-variance floor
 };
 
 /// Optuna-4-style GP sampler: relative sampling over the intersection search
