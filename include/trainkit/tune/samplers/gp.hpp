@@ -142,8 +142,7 @@ class GaussianProcess {
     auto scale = torch::tensor(p.kernel_scale, torch::kDouble);
     auto noise = torch::tensor(p.noise_var, torch::kDouble);
     torch::NoGradGuard no_grad;
-    auto cov = kernel_of(train_sqd_, isl, scale) + noise * torch::eye(x_.size(0), torch::kDouble);
-    const auto chol = at::linalg_cholesky(cov);
+    const auto chol = at::linalg_cholesky(train_covariance(isl, scale, noise));
     auto alpha = solve_cholesky(chol, y_.unsqueeze(-1)).squeeze(-1);
     // L^-1 once: the acquisition's ascent differentiates through a matmul,
     // several times cheaper than through a triangular solve.
@@ -274,6 +273,11 @@ class GaussianProcess {
                                  const torch::Tensor& scale) {
     return Matern52::apply(sqd.matmul(isl)) * scale;
   }
+  // The training points' covariance, noise on the diagonal.
+  torch::Tensor train_covariance(const torch::Tensor& isl, const torch::Tensor& scale,
+                                 const torch::Tensor& noise) const {
+    return kernel_of(train_sqd_, isl, scale) + noise * torch::eye(x_.size(0), torch::kDouble);
+  }
   // X with L L^T X = B.
   static torch::Tensor solve_cholesky(const torch::Tensor& l, const torch::Tensor& b) {
     const auto u = at::linalg_solve_triangular(l, b, /*upper=*/false, true, false);
@@ -282,8 +286,7 @@ class GaussianProcess {
   torch::Tensor log_marginal_likelihood(const torch::Tensor& isl, const torch::Tensor& scale,
                                         const torch::Tensor& noise) const {
     const int64_t n = x_.size(0);
-    const auto cov = kernel_of(train_sqd_, isl, scale) + noise * torch::eye(n, torch::kDouble);
-    const auto l = at::linalg_cholesky(cov);
+    const auto l = at::linalg_cholesky(train_covariance(isl, scale, noise));
     const auto u = at::linalg_solve_triangular(l, y_.unsqueeze(-1), false, true, false).squeeze(-1);
     // log det K = 2 sum log diag L
     return -l.diagonal().log().sum() - 0.5 * u.dot(u) -
