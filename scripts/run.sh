@@ -39,17 +39,28 @@ install_missing() {
 }
 
 build() {  # $1 = preset, then optional build arguments
-  cmake --preset "$1" >/dev/null
-  cmake --build --preset "$1" -j "$(nproc)" "${@:2}"
+  cmake --preset "$1" >/dev/null && cmake --build --preset "$1" -j "$(nproc)" "${@:2}"
 }
 
-# Phase timings, printed as a table at the end of `test`.
+# Phase timings, printed as a table at the end of `test`, and when a phase
+# fails: then the table says which one, and what ran before it.
 TIMINGS=()
+COMMAND_START=$SECONDS
+timings() {  # the table, with the whole command's line when $1 names it
+  [ -n "${1:-}" ] &&
+    TIMINGS+=("$(printf '%-44s %5d s' "whole $1 command" $((SECONDS - COMMAND_START)))")
+  printf '%s\n' "${TIMINGS[@]}"
+}
 phase() {  # phase NAME CMD...
-  local start=$SECONDS
+  local start=$SECONDS rc=0
   echo "=== trainkit: $1"
-  "${@:2}"
+  "${@:2}" || rc=$?
   TIMINGS+=("$(printf '%-44s %5d s' "$1" $((SECONDS - start)))")
+  if [ $rc -ne 0 ]; then
+    TIMINGS[-1]+="  FAILED (exit $rc); the phases after it did not run"
+    timings "${WHOLE_COMMAND:-}"
+    exit $rc
+  fi
 }
 
 test_debian12() {
@@ -61,8 +72,10 @@ test_debian12() {
 
 # Runs inside the Debian 13 root (scripts/debian13.sh).
 test_debian13() {
-  phase "Debian 13 Clang: build + fast suite" \
-    eval 'build d13-clang && ctest --preset d13-clang -j "$(nproc)"'
+  # Twice the cores' jobs in random order, each case three times: two test
+  # processes that share a path, a port or a database fail here (tests/scratch.hpp).
+  phase "Debian 13 Clang: build + fast suite (-j 4, random, x3)" \
+    eval 'build d13-clang && ctest --preset d13-clang -j 4 --schedule-random --repeat until-fail:3'
   phase "Debian 13 GCC 14: build + suite" \
     eval 'build d13-gcc && ctest --preset d13-gcc -j "$(nproc)"'
   phase "Debian 13 cuda-compile: objects" build cuda-compile
@@ -146,19 +159,18 @@ case "$cmd" in
          build demo --target tune; exec ./build/demo/examples/tune "$@" ;;
   test|test-full)
          install_missing "${DEMO_PACKAGES[@]}" "${TEST_PACKAGES[@]}"
-         start=$SECONDS
+         WHOLE_COMMAND=$cmd
          phase "Debian 13 root (cached in /var/cache/trainkit)" bash scripts/debian13.sh root
-         d13_start=$SECONDS
-         bash scripts/debian13.sh run bash scripts/run.sh test-debian13
-         TIMINGS+=("$(printf '%-44s %5d s' "Debian 13 (the three above)" $((SECONDS - d13_start)))")
+         # its phases print their own table just above, on success or failure
+         phase "Debian 13 (the phases above)" \
+           bash scripts/debian13.sh run bash scripts/run.sh test-debian13
          test_debian12
          if [ "$cmd" = test-full ]; then
            # the whole suite under AddressSanitizer + UndefinedBehaviorSanitizer
            phase "Debian 12 ASan+UBSan: suite" eval 'build asan && ctest --preset asan -j "$(nproc)"'
          fi
-         TIMINGS+=("$(printf '%-44s %5d s' "whole $cmd command" $((SECONDS - start)))")
-         printf '%s\n' "${TIMINGS[@]}" ;;
-  test-debian13) test_debian13; printf '%s\n' "${TIMINGS[@]}" ;;
+         timings "$cmd" ;;
+  test-debian13) test_debian13; timings ;;
   gpu)   gpu ;;
   bench) install_missing "${DEMO_PACKAGES[@]}" libsqlite3-dev python3-optuna; build bench; exec bash bench/run_all.sh build/bench ;;
   *) echo "usage: scripts/run.sh {setup|demo|tune|test|test-full|gpu|bench} [args]" >&2; exit 2 ;;

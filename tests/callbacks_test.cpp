@@ -86,8 +86,7 @@ TEST_CASE("EarlyStopping restores the best weights at the end of fit, in place")
 }
 
 TEST_CASE("CsvLogger writes a header and one flushed row per epoch") {
-  const auto dir = std::filesystem::temp_directory_path() / "trainkit_csv_test";
-  std::filesystem::remove_all(dir);
+  const auto dir = tk_test::temp_dir("trainkit_csv_test");
   const auto path = dir / "sub" / "log.csv";
   Trainer<optim::SGD> trainer(tk_test::seeded_mlp());
   auto x = torch::randn({16, 8});

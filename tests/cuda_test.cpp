@@ -191,15 +191,16 @@ TEST_CASE("NCCL with one rank: DDP trains exactly as one device") {
   torch::manual_seed(5);
   Single one(tk_test::Mlp(16, 32, 4), {.optim = {.lr = 0.1}, .parallel = {.device = cuda}});
   torch::manual_seed(5);
-  Nccl ddp(tk_test::Mlp(16, 32, 4), {.optim = {.lr = 0.1},
-                                     .parallel = {.backend = "nccl",
-                                                  .device = cuda,
-                                                  .timeout = std::chrono::seconds(60),
-                                                  .rendezvous = {.rank = 0,
-                                                                 .world_size = 1,
-                                                                 .local_rank = 0,
-                                                                 .master_addr = "127.0.0.1",
-                                                                 .master_port = 29517}}});
+  Nccl ddp(tk_test::Mlp(16, 32, 4),
+           {.optim = {.lr = 0.1},
+            .parallel = {.backend = "nccl",
+                         .device = cuda,
+                         .timeout = std::chrono::seconds(60),
+                         .rendezvous = {.rank = 0,
+                                        .world_size = 1,
+                                        .local_rank = 0,
+                                        .master_addr = "127.0.0.1",
+                                        .master_port = tk_test::free_port()}}});
   one.fit(task::Classification{}, data, {.epochs = 2});
   ddp.fit(task::Classification{}, data, {.epochs = 2});
   const auto a = one.model().parameters(), b = ddp.model().parameters();

@@ -70,9 +70,7 @@ void write_idx(const std::filesystem::path& file, uint32_t magic, std::vector<ui
 }  // namespace
 
 TEST_CASE("MNIST IDX reader: round trip and errors that name the file") {
-  const auto dir = std::filesystem::temp_directory_path() / "trainkit_mnist_test";
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
+  const auto dir = tk_test::temp_dir("trainkit_mnist_test");
   std::vector<uint8_t> pixels(3 * 28 * 28);
   for (size_t i = 0; i < pixels.size(); ++i) pixels[i] = uint8_t(i % 251);
   write_idx(dir / "t10k-images-idx3-ubyte", 0x803, {3, 28, 28}, pixels);
@@ -97,8 +95,7 @@ TEST_CASE("MNIST IDX reader: round trip and errors that name the file") {
 // 2^31 x 2^31 x 4 wraps around to 0 bytes of data: the header alone used to
 // pass the size check and ATen's allocator threw a c10::Error.
 TEST_CASE("an IDX header whose element count overflows is rejected, naming the file") {
-  const auto dir = std::filesystem::temp_directory_path() / "trainkit_idx_overflow_test";
-  std::filesystem::create_directories(dir);
+  const auto dir = tk_test::temp_dir("trainkit_idx_overflow_test");
   write_idx(dir / "t10k-images-idx3-ubyte", 0x803, {0x80000000u, 0x80000000u, 4}, {});
   CHECK_THROWS_WITH_AS(data::read_mnist(dir, false),
                        doctest::Contains("t10k-images-idx3-ubyte: IDX dimensions 2147483648 x "
@@ -129,9 +126,7 @@ void write_bytes(const std::filesystem::path& file, const std::vector<uint8_t>& 
 }  // namespace
 
 TEST_CASE("CIFAR-10 and CIFAR-100 readers: round trip and errors that name the file") {
-  const auto dir = std::filesystem::temp_directory_path() / "trainkit_cifar_test";
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
+  const auto dir = tk_test::temp_dir("trainkit_cifar_test");
   for (int i = 1; i <= 5; ++i) {
     write_bytes(dir / ("data_batch_" + std::to_string(i) + ".bin"), cifar_records(3, 1, 10));
   }
@@ -168,9 +163,7 @@ TEST_CASE("CIFAR-10 and CIFAR-100 readers: round trip and errors that name the f
 }
 
 TEST_CASE("gzipped IDX files read the same as plain ones, corrupt gzip is an error") {
-  const auto dir = std::filesystem::temp_directory_path() / "trainkit_gz_test";
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
+  const auto dir = tk_test::temp_dir("trainkit_gz_test");
   std::vector<uint8_t> pixels(2 * 28 * 28);
   for (size_t i = 0; i < pixels.size(); ++i) pixels[i] = uint8_t(i % 13);
   write_idx(dir / "train-images-idx3-ubyte", 0x803, {2, 28, 28}, pixels);

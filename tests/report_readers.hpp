@@ -8,13 +8,18 @@
 #include <libxml/tree.h>
 #include <png.h>
 
+#include <algorithm>
+#include <array>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -135,6 +140,131 @@ inline Image screenshot(const std::filesystem::path& page, const std::filesystem
   Image out{int(image.width), int(image.height), std::vector<uint8_t>(PNG_IMAGE_SIZE(image))};
   REQUIRE(png_image_finish_read(&image, nullptr, out.rgb.data(), 0, nullptr));
   return out;
+}
+
+/// A polyline or circle of a chart as drawn: its colour, its points in page
+/// pixels, and how far its paint reaches from them (half the stroke width,
+/// or the circle's radius).
+struct Mark {
+  std::string name;
+  std::array<int, 3> rgb;
+  std::vector<std::array<double, 2>> points;
+  double reach;
+  bool line;
+};
+
+inline std::array<int, 3> hex_rgb(const std::string& hex) {
+  REQUIRE_MESSAGE((hex.size() == 7 && hex[0] == '#'), "not a #rrggbb colour: " << hex);
+  const auto channel = [&](size_t at) { return std::stoi(hex.substr(at, 2), nullptr, 16); };
+  return {channel(1), channel(3), channel(5)};
+}
+
+/// The chart's polylines and circles in drawing order, in page pixels.
+inline std::vector<Mark> marks_of(const Element& svg) {
+  const auto chart = chart_rect(svg);
+  std::vector<Mark> out;
+  const std::function<void(const Element&)> visit = [&](const Element& e) {
+    if (e.name == "polyline") {
+      Mark m{e.attributes.count("data-series") ? e.attributes.at("data-series") : "polyline",
+             hex_rgb(e.attributes.at("stroke")),
+             {},
+             std::stod(e.attributes.at("stroke-width")) / 2,
+             true};
+      std::istringstream in(e.attributes.at("points"));
+      for (std::string p; in >> p;) {
+        const auto comma = p.find(',');
+        m.points.push_back({chart.left + std::stod(p.substr(0, comma)),
+                            chart.top + std::stod(p.substr(comma + 1))});
+      }
+      out.push_back(std::move(m));
+    } else if (e.name == "circle") {
+      out.push_back({"circle",
+                     hex_rgb(e.attributes.at("fill")),
+                     {{chart.left + std::stod(e.attributes.at("cx")),
+                       chart.top + std::stod(e.attributes.at("cy"))}},
+                     std::stod(e.attributes.at("r")),
+                     false});
+    }
+    for (const auto& c : e.children) visit(c);
+  };
+  visit(svg);
+  return out;
+}
+
+/// Distance from (x, y) to the nearest paint of `m` (0 inside it).
+inline double distance_to(const Mark& m, double x, double y) {
+  double best = 1e300;
+  for (size_t i = 0; i < m.points.size(); ++i) {
+    const auto& a = m.points[i];
+    const auto& b = m.points[std::min(i + 1, m.points.size() - 1)];
+    const double dx = b[0] - a[0], dy = b[1] - a[1], length2 = dx * dx + dy * dy;
+    const double t =
+        length2 > 0 ? std::clamp(((x - a[0]) * dx + (y - a[1]) * dy) / length2, 0.0, 1.0) : 0.0;
+    best = std::min(best, std::hypot(x - a[0] - t * dx, y - a[1] - t * dy));
+  }
+  return std::max(0.0, best - m.reach);
+}
+
+inline bool same_colour(const uint8_t* pixel, const std::array<int, 3>& rgb) {
+  constexpr int kTolerance = 40;  // per channel: the stroke's own colour, not a blend with white
+  return std::abs(pixel[0] - rgb[0]) < kTolerance && std::abs(pixel[1] - rgb[1]) < kTolerance &&
+         std::abs(pixel[2] - rgb[2]) < kTolerance;
+}
+
+/// What a person sees in a chart of the screenshot: every polyline in its
+/// colour at each of its points (those no later mark of another colour
+/// covers), and no pixel of a mark's colour in the plot area farther than
+/// 3 pixels from every mark of that colour. Both margins are whole pixels
+/// beyond what anti-aliasing touches, so they do not depend on it.
+inline void check_drawn_where_the_data_puts_it(const Image& image, const Element& svg) {
+  constexpr int kNear = 1;      // the vertex's pixel and its neighbours lie under the stroke
+  constexpr double kClear = 3;  // no paint this far beyond a mark's edge
+  const std::string chart = svg.attributes.at("data-chart");
+  const auto marks = marks_of(svg);
+  const auto coloured_near = [&](const std::array<double, 2>& p, const std::array<int, 3>& rgb) {
+    const int cx = int(std::floor(p[0])), cy = int(std::floor(p[1]));
+    for (int y = cy - kNear; y <= cy + kNear; ++y)
+      for (int x = cx - kNear; x <= cx + kNear; ++x)
+        if (x >= 0 && y >= 0 && x < image.width && y < image.height &&
+            same_colour(image.at(x, y), rgb))
+          return true;
+    return false;
+  };
+  size_t lines = 0;
+  for (size_t i = 0; i < marks.size(); ++i) {
+    if (!marks[i].line || marks[i].points.empty()) continue;
+    ++lines;
+    size_t visible = 0, drawn = 0;
+    for (const auto& p : marks[i].points) {
+      bool covered = false;
+      for (size_t j = i + 1; j < marks.size(); ++j)
+        covered |= marks[j].rgb != marks[i].rgb && distance_to(marks[j], p[0], p[1]) <= kNear + 1.5;
+      if (covered) continue;
+      ++visible;
+      drawn += coloured_near(p, marks[i].rgb);
+    }
+    CHECK_MESSAGE(2 * visible >= marks[i].points.size(),
+                  chart << " / " << marks[i].name << ": " << visible << " points uncovered");
+    CHECK_MESSAGE(drawn == visible, chart << " / " << marks[i].name << ": " << drawn << " of "
+                                          << visible << " points drawn in its colour");
+  }
+  CHECK_MESSAGE(lines > 0, chart << ": no polyline");
+  const auto plot = plot_rect(svg);
+  size_t stray = 0;
+  for (int y = plot.top + 1; y < plot.top + plot.height - 1; ++y) {
+    for (int x = plot.left + 1; x < plot.left + plot.width - 1; ++x) {
+      const uint8_t* pixel = image.at(x, y);
+      for (const auto& m : marks) {
+        if (!same_colour(pixel, m.rgb)) continue;
+        bool near = false;
+        for (const auto& other : marks)
+          near |= other.rgb == m.rgb && distance_to(other, x + 0.5, y + 0.5) <= kClear;
+        stray += !near;
+        break;
+      }
+    }
+  }
+  CHECK_MESSAGE(stray == 0, chart << ": " << stray << " pixels of a mark's colour away from it");
 }
 
 }  // namespace tk_test::report

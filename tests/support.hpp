@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "scratch.hpp"
+
 namespace tk_test {
 
 inline nlohmann::json load_reference(const std::string& name) {
@@ -27,14 +29,6 @@ inline at::Tensor to_tensor(const std::vector<double>& values) {
 inline double max_rel_error(const at::Tensor& a, const at::Tensor& b) {
   const auto a64 = a.to(at::kDouble).reshape({-1}), b64 = b.to(at::kDouble).reshape({-1});
   return ((a64 - b64).abs().max() / b64.abs().max().clamp_min(1e-30)).item<double>();
-}
-
-/// An empty folder under the system's temporary directory.
-inline std::filesystem::path temp_dir(const std::string& name) {
-  const auto dir = std::filesystem::temp_directory_path() / name;
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir;
 }
 
 /// A small MLP for trainer tests.

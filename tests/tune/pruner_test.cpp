@@ -11,6 +11,8 @@
 #include <numeric>
 #include <variant>
 
+#include "../scratch.hpp"
+
 #include <trainkit/tune/pruners/asha.hpp>
 #include <trainkit/tune/pruners/percentile.hpp>
 #include <trainkit/tune/samplers/random.hpp>
@@ -168,9 +170,7 @@ TEST_CASE("pruner options are checked") {
 }
 
 TEST_CASE("ASHA goes on when a trial reported inf, kept as inf by an SQL storage") {
-  const auto path = std::filesystem::temp_directory_path() /
-                    ("trainkit_asha_inf_" + std::to_string(::getpid()) + ".db");
-  std::filesystem::remove(path);
+  const auto path = tk_test::temp_dir("asha_inf") / "study.db";
   Study study(std::make_shared<SqliteStorage>(path.string()), {}, sampler::Random{},
               pruner::Asha({.min_resource = 1, .reduction_factor = 2}));
   study.optimize(

@@ -5,6 +5,7 @@
 // escaping), so every figure is checked exactly.
 #if TRAINKIT_TEST_REPORT_READERS  // libxml2 and libpng (absent on the GPU machines)
 #include "../report_readers.hpp"
+#include "../scratch.hpp"
 #endif
 #include <doctest/doctest.h>
 #include <time.h>
@@ -34,13 +35,6 @@ namespace {
 
 const std::string kOdd = "a<b&\"c\"";  // a parameter name every report must escape
 constexpr double kT0 = 1700000000.25;  // planted times: quarters, exact in a double
-
-fs::path fresh_dir(const std::string& name) {
-  const auto dir = fs::temp_directory_path() / name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
 
 std::string read(const fs::path& file) {
   std::ifstream in(file, std::ios::binary);
@@ -162,7 +156,7 @@ std::string expected_cell(const Param& p) {
 
 TEST_CASE("trials report: CSV round trip, a column per parameter, blanks where absent") {
   const auto trials = planted_trials();
-  const auto dir = fresh_dir("trainkit_tune_report_csv");
+  const auto dir = tk_test::temp_dir("trainkit_tune_report_csv");
   write_trials_csv(dir / "trials.csv", trials);
   const auto rows = parse_csv(read(dir / "trials.csv"));
   REQUIRE(rows.size() == 1 + trials.size());
@@ -215,7 +209,7 @@ TEST_CASE("trials report: CSV round trip, a column per parameter, blanks where a
 
 TEST_CASE("trials report: JSON round trip with intermediate values and the best trial") {
   const auto trials = planted_trials();
-  const auto dir = fresh_dir("trainkit_tune_report_json");
+  const auto dir = tk_test::temp_dir("trainkit_tune_report_json");
   write_trials_json(dir / "trials.json", "lr \"search\"", Direction::Minimize, trials);
   const auto doc = json::parse(read(dir / "trials.json"));
   CHECK(doc["study"] == "lr \"search\"");
@@ -262,7 +256,7 @@ TEST_CASE("trials report: JSON round trip with intermediate values and the best 
 
 TEST_CASE("study report: the same trials give the same bytes, written atomically") {
   auto trials = planted_trials();
-  const auto dir = fresh_dir("trainkit_tune_report_same");
+  const auto dir = tk_test::temp_dir("trainkit_tune_report_same");
   StudyReport{dir}.write("same", Direction::Minimize, trials);
   const auto html = read(dir / "report.html"), csv = read(dir / "trials.csv");
   std::reverse(trials.begin(), trials.end());  // another order, the same study
@@ -292,7 +286,7 @@ TEST_CASE("study report: from a Study, through StudyReport") {
         return x * x + y;
       },
       {.n_trials = 12, .log = nullptr});
-  const auto dir = fresh_dir("trainkit_tune_report_study");
+  const auto dir = tk_test::temp_dir("trainkit_tune_report_study");
   StudyReport{dir / "out"}.write(study);
   const auto doc = json::parse(read(dir / "out" / "trials.json"));
   CHECK(doc["study"] == "quadratic <x>");
@@ -325,7 +319,7 @@ std::map<std::string, const Element*> charts_of(const Element& root) {
 
 TEST_CASE("study report: well-formed, a slice per parameter, a polyline per complete trial") {
   const auto trials = planted_trials();
-  const auto dir = fresh_dir("trainkit_tune_report_html");
+  const auto dir = tk_test::temp_dir("trainkit_tune_report_html");
   write_study_report(dir / "report.html", "study <1> & \"2\"", Direction::Minimize, trials);
   const auto root = parse_report(dir / "report.html");
   const auto charts = charts_of(root);
@@ -406,7 +400,7 @@ TEST_CASE("study report: well-formed, a slice per parameter, a polyline per comp
 }
 
 TEST_CASE("study report: no trial, no parameter, one trial: still a page") {
-  const auto dir = fresh_dir("trainkit_tune_report_empty");
+  const auto dir = tk_test::temp_dir("trainkit_tune_report_empty");
   write_study_report(dir / "none.html", "empty", Direction::Maximize, {});
   CHECK(charts_of(parse_report(dir / "none.html")).size() == 1);  // the history
   auto one = planted_trials();
@@ -419,7 +413,7 @@ TEST_CASE("study report: no trial, no parameter, one trial: still a page") {
 }
 
 TEST_CASE("study report: a headless browser draws every chart (chromium screenshot)") {
-  const auto dir = fresh_dir("trainkit_tune_report_browser");
+  const auto dir = tk_test::temp_dir("trainkit_tune_report_browser");
   write_study_report(dir / "report.html", "browser", Direction::Minimize, planted_trials());
   const auto root = parse_report(dir / "report.html");
   const auto svgs = find_all(root, "svg");

@@ -15,6 +15,8 @@
 #include <memory>
 #include <string>
 
+#include "../scratch.hpp"
+
 #include <trainkit/tune/sqlite.hpp>
 #include <trainkit/tune/storage.hpp>
 #if TRAINKIT_TUNE_HAS_POSTGRES
@@ -39,10 +41,7 @@ struct TempDir {
   std::filesystem::path path;
   TempDir() {
     static std::atomic<int> counter{0};
-    path = std::filesystem::temp_directory_path() /
-           ("trainkit_tune_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    std::filesystem::remove_all(path);
-    std::filesystem::create_directories(path);
+    path = tk_test::temp_dir("tune_" + std::to_string(counter++));
   }
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;
