@@ -8,8 +8,17 @@
 #include <trainkit/parallel/ddp.hpp>
 #include <trainkit/trainkit.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
+#include <type_traits>
+#include <utility>
+#include <vector>
+#if TRAINKIT_HAS_CUDA
+#include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
 
 #include "graph_cases.hpp"
 #include "scaler_trajectory.hpp"
@@ -52,6 +61,18 @@ struct StopAt {
     s.request_stop("interrupted");
   }
 };
+
+/// DDP over NCCL as the only rank, on a port the kernel gives.
+parallel::DDP::Options nccl_one_rank() {
+  return {.backend = "nccl",
+          .device = cuda,
+          .timeout = std::chrono::seconds(60),
+          .rendezvous = {.rank = 0,
+                         .world_size = 1,
+                         .local_rank = 0,
+                         .master_addr = "127.0.0.1",
+                         .master_port = tk_test::free_port()}};
+}
 
 }  // namespace
 
@@ -191,20 +212,32 @@ TEST_CASE("NCCL with one rank: DDP trains exactly as one device") {
   torch::manual_seed(5);
   Single one(tk_test::Mlp(16, 32, 4), {.optim = {.lr = 0.1}, .parallel = {.device = cuda}});
   torch::manual_seed(5);
-  Nccl ddp(tk_test::Mlp(16, 32, 4),
-           {.optim = {.lr = 0.1},
-            .parallel = {.backend = "nccl",
-                         .device = cuda,
-                         .timeout = std::chrono::seconds(60),
-                         .rendezvous = {.rank = 0,
-                                        .world_size = 1,
-                                        .local_rank = 0,
-                                        .master_addr = "127.0.0.1",
-                                        .master_port = tk_test::free_port()}}});
+  Nccl ddp(tk_test::Mlp(16, 32, 4), {.optim = {.lr = 0.1}, .parallel = nccl_one_rank()});
   one.fit(task::Classification{}, data, {.epochs = 2});
   ddp.fit(task::Classification{}, data, {.epochs = 2});
   const auto a = one.model().parameters(), b = ddp.model().parameters();
   for (size_t i = 0; i < a.size(); ++i) CHECK(tk_test::max_rel_error(b[i], a[i]) < 1e-6);
+}
+
+TEST_CASE("NCCL with one rank: a captured DDP step equals the eager one") {
+  REQUIRE_CUDA();
+  REQUIRE(TRAINKIT_HAS_FUSED_OPTIMIZERS);
+  // The gradient all-reduce is recorded in the CUDA graph (NCCL on the capturing stream).
+  const auto run = [&]<class Capture>(std::type_identity<Capture>) {
+    using Nccl = tk_test::SettingTrainer<parallel::DDP, Capture>;
+    typename Nccl::Options o{.optim = {.lr = 1e-2, .fused = true},
+                             .sched = {.max_lr = 2e-2, .cycle_momentum = false},
+                             .clip = {.max_norm = 0.5},
+                             .parallel = nccl_one_rank()};
+    auto trainer = std::make_unique<Nccl>(tk_test::seeded_mlp(), o);
+    trainer->fit(task::Classification{}, tk_test::graph_batches(41));
+    return trainer;
+  };
+  const auto eager = run(std::type_identity<capture::None>{});
+  const auto captured = run(std::type_identity<capture::CudaGraph>{});
+  CHECK(captured->graph_recorded());
+  CHECK(captured->graph_replays() > 10);
+  CHECK(tk_test::max_param_rel_error(eager->model(), captured->model()) < 1e-5);
 }
 
 TEST_CASE("fused AdamW and SGD on CUDA: one kernel per buffer, as on the CPU") {
@@ -260,11 +293,18 @@ TEST_CASE("a task that reads the host on CUDA: the probe falls back, and trainin
   REQUIRE_CUDA();
   struct Reading {  // a task that synchronises: .item() on the loss
     StepOutput step(ModelRef& model, const data::Batch& batch) {
+#if TRAINKIT_HAS_CUDA
+      // (in the probe: host reads are errors; on a side stream)
+      calls.emplace_back(
+          c10::cuda::warning_state().get_sync_debug_mode() == c10::cuda::SyncDebugMode::L_ERROR,
+          c10::cuda::getCurrentCUDAStream() != c10::cuda::getDefaultCUDAStream());
+#endif
       auto out = task::Classification{}.step(model, batch);
       seen += out.loss.item<double>();
       return out;
     }
     double seen = 0;
+    std::vector<std::pair<bool, bool>> calls;
   };
   const auto data = tk_test::graph_batches(12);
   tk_test::EagerTrainer eager(tk_test::seeded_mlp(),
@@ -277,4 +317,9 @@ TEST_CASE("a task that reads the host on CUDA: the probe falls back, and trainin
   CHECK(graph.graph_fallback_reason().find("reads the device") != std::string::npos);
   CHECK(graph.optimizer().steps_taken() == eager.optimizer().steps_taken());
   CHECK(tk_test::max_param_rel_error(eager.model(), graph.model()) < 1e-5);
+  // Once the probe ruled capture out, its window and the rest run as eager
+  // steps do, on the default stream (the probe's window once ran on a side stream).
+  const auto probe = std::find_if(b.calls.begin(), b.calls.end(), [](auto c) { return c.first; });
+  REQUIRE(probe != b.calls.end());
+  CHECK(std::none_of(probe + 1, b.calls.end(), [](auto c) { return c.second; }));
 }

@@ -33,10 +33,10 @@ struct ConfigProbe {
 
 /// AdamW with ATen's fused kernel, OneCycle without momentum cycling,
 /// clipping and Every<2>: the captured setting, eager or captured.
-template <class Parallel>
+template <class Parallel, class Capture = trainkit::capture::None>
 using SettingTrainer =
     trainkit::Trainer<trainkit::optim::AdamW, trainkit::sched::OneCycle, trainkit::precision::Fp32,
-                      trainkit::accumulate::Every<2>, trainkit::clip::Norm, Parallel>;
+                      trainkit::accumulate::Every<2>, trainkit::clip::Norm, Parallel, Capture>;
 using EagerTrainer = SettingTrainer<trainkit::parallel::Single>;
 using GraphTrainer = SettingTrainer<trainkit::parallel::CudaGraph>;
 

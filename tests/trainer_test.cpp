@@ -234,7 +234,7 @@ TEST_CASE("on_exception sees the error, which still reaches the caller") {
 // No source file of test_trainer includes trainkit/io/checkpoint.hpp: the
 // Trainer compiles without the checkpoint codec and says what to include.
 TEST_CASE("resume_from and checkpoint_on_signal without the checkpoint codec name the include") {
-  const bool registered = io::detail::checkpoint_codec().read != nullptr;
+  const bool registered = io::detail::registered_codec().read != nullptr;
   REQUIRE_FALSE(registered);
   const auto ds = regression_data(20);
   Trainer<optim::SGD> trainer(tk_test::seeded_mlp());

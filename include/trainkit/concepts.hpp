@@ -277,8 +277,25 @@ concept ParallelPolicy = detail::HasDefaultOptions<P> && detail::ParallelConstru
     detail::HasDevice<P> && detail::HasPrepare<P> && detail::HasAttach<P> && detail::HasSync<P> &&
     detail::HasRanks<P> && detail::HasCollectives<P> && detail::HasOptimizerStateTransforms<P>;
 
-/// Optional for Parallel policies: each step captured as a CUDA graph
-/// (parallel::CudaGraph): the Trainer compiles the capture code only then.
+// ---- capture: whether whole steps are recorded and replayed -----------------
+//   struct MyCapture { struct Options {}; explicit MyCapture(const Options&);
+//                      static constexpr bool records = false; };
+// A policy that records also has graph_options() (HasGraphCapture).
+namespace detail {
+template <class C>
+concept CaptureConstructible =
+    HasOptions<C> && std::constructible_from<C, const typename C::Options&>;
+template <class C>
+concept HasRecordsFlag = requires {
+  {std::bool_constant<C::records>{}};
+};
+}  // namespace detail
+template <class C>
+concept CapturePolicy =
+    detail::HasDefaultOptions<C> && detail::CaptureConstructible<C> && detail::HasRecordsFlag<C>;
+
+/// The capture settings of capture::CudaGraph (and of parallel::CudaGraph,
+/// the older spelling): the Trainer compiles the capture code only then.
 template <class P>
 concept HasGraphCapture = requires(const P& p) {
   { p.graph_options().warmup_steps } -> std::convertible_to<int64_t>;

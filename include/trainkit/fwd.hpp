@@ -1,5 +1,7 @@
 #pragma once
-// Forward declarations of trainkit's public types, without including LibTorch.
+// Forward declarations of trainkit's public types, without including
+// LibTorch. Every class of the policy folders, callbacks/ and task.hpp is
+// here: tests/lists_test.cpp checks this file against the headers.
 #include <cstdint>
 
 namespace trainkit {
@@ -9,13 +11,16 @@ class TrainState;
 class ModelRef;
 struct StepOutput;
 namespace optim {
-class SGD;
+struct AdamOptions;
 class Adam;
+struct AdamWOptions;
 class AdamW;
+class SGD;
 template <class TorchOptimizer, class TorchOptions>
 class Wrap;
 }  // namespace optim
 namespace sched {
+struct ScheduleContext;
 class Constant;
 class Step;
 class MultiStep;
@@ -26,6 +31,7 @@ class OneCycle;
 class Linear;
 }  // namespace sched
 namespace precision {
+struct Unscaled;
 class Fp32;
 class Bf16;
 class Fp16;
@@ -43,7 +49,11 @@ class Norm;
 class Value;
 }  // namespace clip
 namespace parallel {
+struct Rendezvous;
+struct Environment;
+class ProcessGroup;
 class Single;
+class CudaGraph;
 class DDP;
 class ZeroSharded;
 }  // namespace parallel
@@ -52,11 +62,26 @@ struct Classification;
 struct Regression;
 }  // namespace task
 namespace callbacks {
+class Monitor;
 class EarlyStopping;
 class ProgressBar;
 class CsvLogger;
+class ModelCheckpoint;
+class NanGuard;
+class LrMonitor;
+class Throughput;
+class Ema;
+class JsonLines;
+class TensorBoard;
+class RunReport;
+class Profiler;
+class ProgressiveResize;
 }  // namespace callbacks
+namespace capture {
+struct None;
+class CudaGraph;
+}  // namespace capture
 template <class Optimizer, class Scheduler, class Precision, class Accumulate, class Clip,
-          class Parallel>
+          class Parallel, class Capture>
 class Trainer;
 }  // namespace trainkit

@@ -19,7 +19,7 @@
 
 namespace trainkit {
 
-template <class, class, class, class, class, class>
+template <class, class, class, class, class, class, class>
 class Trainer;
 
 class TrainState {
@@ -129,7 +129,7 @@ class TrainState {
   }
 
  private:
-  template <class, class, class, class, class, class>
+  template <class, class, class, class, class, class, class>
   friend class Trainer;
 
   // Set by the trainer: the device values behind loss(), grad_norm() and

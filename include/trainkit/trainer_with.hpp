@@ -1,70 +1,53 @@
 #pragma once
 // TrainerWith<P...>: a Trainer that changes only the policies named, each
-// placed by the family it belongs to; the others keep Trainer's defaults.
+// placed by the role it plays (detail::PolicyRoles); the others keep Trainer's defaults.
 //   TrainerWith<clip::Norm>                  == Trainer<optim::AdamW, sched::Constant,
 //                                                       precision::Fp32, accumulate::None,
 //                                                       clip::Norm, parallel::Single>
 //   TrainerWith<optim::SGD, sched::OneCycle> == Trainer<optim::SGD, sched::OneCycle>
+#include <cstddef>
 #include <type_traits>
+#include <utility>
 
-#include "trainkit/concepts.hpp"
+#include "trainkit/policy_roles.hpp"
 #include "trainkit/trainer.hpp"
 
 namespace trainkit {
 
 namespace detail {
-/// Trainer's parameter position of a policy's family (-1: none).
-template <class P>
-constexpr int family_of() {
-  if constexpr (OptimizerPolicy<P>)
-    return 0;
-  else if constexpr (SchedulerPolicy<P>)
-    return 1;
-  else if constexpr (PrecisionPolicy<P>)
-    return 2;
-  else if constexpr (AccumulatePolicy<P>)
-    return 3;
-  else if constexpr (ClipPolicy<P>)
-    return 4;
-  else if constexpr (ParallelPolicy<P>)
-    return 5;
-  else
-    return -1;
-}
-
-/// The first of `Ps` whose family is `Family`, else `Default`.
-template <int Family, class Default, class... Ps>
+/// The first of `Ps` that plays role `Role`, else the role's default.
+template <int Role, class... Ps>
 struct pick {
-  using type = Default;
+  using type = default_policy_t<Role>;
 };
-template <int Family, class Default, class P, class... Ps>
-struct pick<Family, Default, P, Ps...> {
-  using type =
-      std::conditional_t<family_of<P>() == Family, P, typename pick<Family, Default, Ps...>::type>;
+template <int Role, class P, class... Ps>
+struct pick<Role, P, Ps...> {
+  using type = std::conditional_t<role_of<P>() == Role, P, typename pick<Role, Ps...>::type>;
 };
 
-/// How many of `Ps` belong to family `Family`.
-template <int Family, class... Ps>
-constexpr int family_count = ((family_of<Ps>() == Family) + ... + 0);
+/// How many of `Ps` play role `Role`.
+template <int Role, class... Ps>
+constexpr int role_count = ((role_of<Ps>() == Role) + ... + 0);
 
 template <class... Ps>
 constexpr bool check_trainer_with() {
-  static_assert(((family_of<Ps>() >= 0) && ...),
-                "TrainerWith<P...>: each P must be a policy of one family (optimizer, scheduler, "
+  static_assert(((role_of<Ps>() >= 0) && ...),
+                "TrainerWith<P...>: each P must be a policy of one role (optimizer, scheduler, "
                 "precision, accumulate, clip, parallel); see docs/policies.md");
-  static_assert(((family_count<family_of<Ps>(), Ps...> == 1) && ...),
-                "TrainerWith<P...>: two policies of the same family");
+  static_assert(((role_count<role_of<Ps>(), Ps...> == 1) && ...),
+                "TrainerWith<P...>: two policies of the same role");
   return true;
 }
+
+/// The Trainer with, in each role, its pick (declared only: used in decltype).
+template <class... Ps, std::size_t... Role>
+auto trainer_picking(std::index_sequence<Role...>)
+    -> Trainer<typename pick<int(Role), Ps...>::type...>;
 
 template <class... Ps>
 struct trainer_with {
   static_assert(check_trainer_with<Ps...>());
-  using type = Trainer<
-      typename pick<0, optim::AdamW, Ps...>::type, typename pick<1, sched::Constant, Ps...>::type,
-      typename pick<2, precision::Fp32, Ps...>::type,
-      typename pick<3, accumulate::None, Ps...>::type, typename pick<4, clip::None, Ps...>::type,
-      typename pick<5, parallel::Single, Ps...>::type>;
+  using type = decltype(trainer_picking<Ps...>(std::make_index_sequence<kPolicyCount>{}));
 };
 }  // namespace detail
 

@@ -12,6 +12,7 @@
 #endif
 
 #include "trainkit/accumulate.hpp"
+#include "trainkit/capture.hpp"
 #include "trainkit/callbacks/csv_logger.hpp"
 #include "trainkit/callbacks/early_stopping.hpp"
 #include "trainkit/callbacks/lr_monitor.hpp"

@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include <trainkit/callbacks/ema.hpp>
+#include <trainkit/capture.hpp>
 #include <trainkit/data.hpp>
 #include <trainkit/io/checkpoint.hpp>
 #include <trainkit/memory.hpp>
@@ -18,6 +19,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -151,6 +153,58 @@ void zero_parity() {
   check(mine == end - begin, "ZeroSharded keeps only this rank's slice of the state");
 }
 
+// Captured steps compose with data parallelism: capture::CudaGraph over DDP
+// and ZeroSharded, replayed by re-running the recorded body (emulate: the
+// collectives run again, as a graph would launch them), equals the eager
+// run within 1e-6 over 20 steps of AdamW + OneCycle + clip::Norm + Every<2>.
+template <class Par, class Capture>
+using SettingTrainer = tk::Trainer<tk::optim::AdamW, tk::sched::OneCycle, tk::precision::Fp32,
+                                   tk::accumulate::Every<2>, tk::clip::Norm, Par, Capture>;
+
+template <class Par>
+void captured_equals_eager(int port_offset, const char* name) {
+  // LibTorch < 2.4 has no fused kernels: there capture falls back to eager.
+  const auto fused = TRAINKIT_HAS_FUSED_OPTIMIZERS ? std::optional<bool>(true) : std::nullopt;
+  const auto options = [&]<class Trainer>(std::type_identity<Trainer>, int offset) {
+    typename Trainer::Options o{.optim = {.lr = 1e-2, .fused = fused},
+                                .sched = {.max_lr = 2e-2, .cycle_momentum = false},
+                                .clip = {.max_norm = 0.5},
+                                .parallel = ddp_options(offset)};
+    if constexpr (requires { o.capture.emulate; }) o.capture = {.warmup_steps = 2, .emulate = true};
+    return o;
+  };
+  using Eager = SettingTrainer<Par, tk::capture::None>;
+  using Captured = SettingTrainer<Par, tk::capture::CudaGraph>;
+  auto eager_model = make_model(), captured_model = make_model();
+  Eager eager(eager_model, options(std::type_identity<Eager>{}, port_offset));
+  Captured captured(captured_model, options(std::type_identity<Captured>{}, port_offset + 1));
+  auto data = make_loader(320 * world_env(), 8);  // 40 micro-batches of 8 on each rank
+  const auto eager_result = eager.fit(tk::task::Regression{}, data, {.epochs = 1});
+  const auto captured_result = captured.fit(tk::task::Regression{}, data, {.epochs = 1});
+  const double err = max_rel_diff(*captured_model, *eager_model);
+  std::printf(
+      "rank %d: captured %s vs eager, %lld steps (%lld replays): max rel diff %.3g%s\n", rank_env(),
+      name, (long long)captured_result.steps, (long long)captured.graph_replays(), err,
+      captured.graph_recorded() ? ""
+                                : (" (eager: " + captured.graph_fallback_reason() + ")").c_str());
+  check(captured_result.steps == 20 && eager_result.steps == 20, "20 steps each");
+  check(err < 1e-6, std::string("captured ") + name + " equals eager within 1e-6");
+  check(captured_result.metrics.at("train_loss") == eager_result.metrics.at("train_loss") ||
+            std::abs(captured_result.metrics.at("train_loss") /
+                         eager_result.metrics.at("train_loss") -
+                     1) < 1e-6,
+        "the captured run's train_loss is the eager run's");
+  if (TRAINKIT_HAS_FUSED_OPTIMIZERS) {
+    check(captured.graph_recorded() && captured.graph_replays() > 10,
+          "the step was recorded and replayed");
+  }
+}
+
+void captured() {
+  captured_equals_eager<tk::parallel::DDP>(0, "DDP");
+  captured_equals_eager<tk::parallel::ZeroSharded>(2, "ZeroSharded");
+}
+
 // A checkpoint callback for the resume scenarios.
 struct SaveAt {
   int64_t step;
@@ -277,19 +331,47 @@ void lost_rank(bool hang) {
 }
 
 // Different models on different ranks fail at construction, on every rank.
+// A task whose validation metric is named after the rank: "metric_0", "metric_1".
+struct RankNamedMetric {
+  tk::StepOutput step(tk::ModelRef& model, const tk::data::Batch& batch) const {
+    auto out = tk::task::Regression{}.step(model, batch);
+    if (!at::GradMode::is_enabled())
+      out.metrics.emplace_back("metric_" + std::to_string(rank_env()), out.loss.detach());
+    return out;
+  }
+};
+
+// Ranks that built different models, or whose tasks name different metrics,
+// fail on every rank with an error naming what differs.
 void mismatch() {
-  auto model = make_model(rank_env() == 1 ? 33 : 32);
+  bool detected = false;
   try {
-    T<tk::optim::SGD, tk::accumulate::None, tk::parallel::DDP> t(model,
-                                                                 {.parallel = ddp_options(0)});
+    T<tk::optim::SGD, tk::accumulate::None, tk::parallel::DDP> t(
+        make_model(rank_env() == 1 ? 33 : 32), {.parallel = ddp_options(0)});
   } catch (const tk::Error& e) {
     const std::string what = e.what();
     std::printf("rank %d: %s\n", rank_env(), what.c_str());
     check(what.find("differs between rank 0 and rank(s) 1") != std::string::npos,
           "the error names the rank that differs");
+    detected = true;
+  }
+  check(detected, "different models were detected");
+  // Averaged position by position, "metric_0" and "metric_1" would pass as one.
+  T<tk::optim::SGD, tk::accumulate::None, tk::parallel::DDP> t(make_model(),
+                                                               {.parallel = ddp_options(1)});
+  auto data = make_loader(32, 8);
+  try {
+    t.fit(RankNamedMetric{}, data, {.epochs = 1, .val_data = data});
+  } catch (const tk::Error& e) {
+    const std::string what = e.what();
+    std::printf("rank %d: %s\n", rank_env(), what.c_str());
+    check(what.find("validation metric names (here: loss, metric_" + std::to_string(rank_env())) !=
+                  std::string::npos &&
+              what.find("differs between rank 0 and rank(s) 1") != std::string::npos,
+          "the error names this rank's metrics and the rank that differs");
     return;
   }
-  throw std::runtime_error("different models were not detected");
+  throw std::runtime_error("different metric names were not detected");
 }
 
 // A parameter without gradient is an error naming it, unless allowed.
@@ -423,6 +505,8 @@ int main(int argc, char** argv) {
       buffers();
     else if (scenario == "recipes")
       recipes();
+    else if (scenario == "captured")
+      captured();
     else
       throw std::runtime_error("unknown scenario \"" + scenario + "\"");
   } catch (const std::exception& e) {

@@ -159,7 +159,7 @@ inline Checkpoint read_checkpoint(const std::filesystem::path& path) {
 namespace detail {
 // Registers the codec once per program, before main (see checkpoint_codec.hpp).
 inline const bool checkpoint_codec_registered = [] {
-  checkpoint_codec() = {&read_checkpoint, &write_checkpoint};
+  registered_codec() = {&read_checkpoint, &write_checkpoint};
   return true;
 }();
 }  // namespace detail

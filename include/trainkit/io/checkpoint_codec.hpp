@@ -24,7 +24,8 @@ struct CheckpointCodec {
   Checkpoint (*read)(const std::filesystem::path&) = nullptr;
   void (*write)(const std::filesystem::path&, const Checkpoint&) = nullptr;
 };
-inline CheckpointCodec& checkpoint_codec() {
+/// What io/checkpoint.hpp registered (null pointers until a source file includes it).
+inline CheckpointCodec& registered_codec() {
   static CheckpointCodec codec;
   return codec;
 }
@@ -43,7 +44,7 @@ TRAINKIT_INLINE detail::CheckpointCodec checkpoint_codec(const char* option,
 #if TRAINKIT_DEFINITIONS
 TRAINKIT_INLINE detail::CheckpointCodec checkpoint_codec(const char* option,
                                                          const std::string& value) {
-  const auto codec = detail::checkpoint_codec();
+  const auto codec = detail::registered_codec();
   if (codec.read == nullptr) {
     throw Error(std::string("trainkit: ") + option + " = \"" + value +
                 "\" needs the checkpoint file format: #include <trainkit/io/checkpoint.hpp> (or "

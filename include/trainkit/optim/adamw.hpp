@@ -3,7 +3,7 @@
 // torch.optim.AdamW, stepping the flat buffers in one fused pass.
 #include <optional>
 
-#include "trainkit/detail/adam_family.hpp"
+#include "trainkit/optim/detail/adam_family.hpp"
 #include "trainkit/detail/linkage.hpp"
 
 namespace trainkit::optim {

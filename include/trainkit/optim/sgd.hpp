@@ -5,9 +5,9 @@
 #include <type_traits>
 #include <vector>
 
-#include "trainkit/detail/fused_optim.hpp"
+#include "trainkit/optim/detail/fused_optim.hpp"
 #include "trainkit/detail/linkage.hpp"
-#include "trainkit/detail/sgd_kernel.hpp"
+#include "trainkit/optim/detail/sgd_kernel.hpp"
 #include "trainkit/error.hpp"
 #include "trainkit/params.hpp"
 #include "trainkit/state_dict.hpp"

@@ -1,13 +1,13 @@
 #pragma once
-// parallel::CudaGraph: one device, as parallel::Single, with the whole
-// optimizer step captured as one CUDA graph and replayed (docs/design.md,
-// "Captured steps"). A policy rather than a run-time switch, so a Trainer
-// that does not capture compiles none of the capture code.
+// parallel::CudaGraph: the older spelling of parallel::Single with
+// capture::CudaGraph (one device, whole steps captured; docs/design.md,
+// "Captured steps"). The Trainer recognises it and runs the same capture
+// code; its checkpoints still name it, so they resume as before.
 #include <cstdint>
 #include <optional>
 #include <type_traits>
 
-#include "trainkit/error.hpp"
+#include "trainkit/capture/cuda_graph.hpp"
 #include "trainkit/parallel/single.hpp"
 
 namespace trainkit::parallel {
@@ -19,23 +19,16 @@ class CudaGraph : public Single {
   }
   struct Options {
     std::optional<torch::Device> device{};  ///< as Single's
-    /// Eager steps of a window's shapes before it is captured: lazy state
-    /// (cuBLAS handles, cuDNN's autotuned plans, optimizer moments) must
-    /// exist first.
-    int64_t warmup_steps = 3;
-    /// Replay by running the recorded step again instead of a graph, on any
-    /// device: the captured path's data flow without a GPU (tests).
-    bool emulate = false;
+    int64_t warmup_steps = 3;               ///< as capture::CudaGraph's
+    bool emulate = false;                   ///< as capture::CudaGraph's
   };
   CudaGraph() : CudaGraph(Options{}) {}
-  explicit CudaGraph(const Options& o) : Single(Single::Options{o.device}), options_(o) {
-    detail::require_option(o.warmup_steps >= 1, "parallel.warmup_steps", o.warmup_steps,
-                           "a number of eager steps >= 1");
-  }
-  const Options& graph_options() const { return options_; }
+  explicit CudaGraph(const Options& o)
+      : Single(Single::Options{o.device}), capture_({o.warmup_steps, o.emulate}, "parallel") {}
+  const capture::CudaGraph::Options& graph_options() const { return capture_.graph_options(); }
 
  private:
-  Options options_;
+  capture::CudaGraph capture_;
 };
 
 }  // namespace trainkit::parallel

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "trainkit/concepts.hpp"
-#include "trainkit/detail/checkpoint_parts.hpp"
+#include "trainkit/trainer/detail/checkpoint_parts.hpp"
 #include "trainkit/state.hpp"
 #include "trainkit/state_dict.hpp"
 

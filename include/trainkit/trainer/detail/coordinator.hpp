@@ -4,18 +4,32 @@
 // validation metrics and the moment a checkpoint is written. With one rank
 // (parallel::Single) every collective is the identity and this is the
 // single-process algorithm; the Trainer calls it the same way for both.
+// Evaluation's per-rank sums, which mean_metrics averages, are made here too.
 #include <torch/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "trainkit/data/batch_view.hpp"
+#include "trainkit/detail/linkage.hpp"
 #include "trainkit/error.hpp"
 #include "trainkit/state.hpp"
+#include "trainkit/task.hpp"
 
 namespace trainkit::detail {
+
+/// The loss and metrics of `step` over `data`, summed over samples (in
+/// double, on the device), and the number of samples.
+struct EvaluationSums {
+  std::map<std::string, at::Tensor> sums;
+  int64_t count = 0;
+};
+TRAINKIT_INLINE EvaluationSums evaluation_sums(
+    const data::BatchView& data, const std::function<StepOutput(const data::Batch&)>& step);
 
 template <class Parallel>
 class Coordinator {
@@ -47,18 +61,18 @@ class Coordinator {
   }
 
   /// Per-name means over all ranks of sample-weighted sums (device tensors)
-  /// of `count` samples. Every rank must report the same names.
+  /// of `count` samples. Every rank must report the same names: checked
+  /// before the sums, whose positions are matched by name.
   std::map<std::string, double> mean_metrics(const std::map<std::string, at::Tensor>& sums,
                                              int64_t count) {
-    std::vector<double> totals;  // sums, then the count and the number of sums
+    std::string names;
+    for (const auto& [name, sum] : sums) names += (names.empty() ? "" : ", ") + name;
+    parallel_.check_same("validation metric names (here: " + names + ")", names);
+    std::vector<double> totals;  // the sums, then the count
     for (const auto& [name, sum] : sums) totals.push_back(sum.template item<double>());
     totals.push_back(double(count));
-    totals.push_back(double(totals.size()));
     totals = parallel_.sum(totals, "sum of validation metrics");
-    if (totals.back() != double(totals.size() - 1) * parallel_.world_size()) {
-      throw Error("trainkit: the ranks' tasks report different sets of metrics");
-    }
-    const double samples = totals[totals.size() - 2];
+    const double samples = totals.back();
     std::map<std::string, double> means;
     size_t i = 0;
     for (const auto& [name, sum] : sums) means[name] = samples > 0 ? totals[i++] / samples : 0.0;
@@ -88,5 +102,24 @@ class Coordinator {
   int rank() const { return parallel_.rank(); }
   Parallel& parallel_;
 };
+
+#if TRAINKIT_DEFINITIONS
+TRAINKIT_INLINE EvaluationSums evaluation_sums(
+    const data::BatchView& data, const std::function<StepOutput(const data::Batch&)>& step) {
+  EvaluationSums out;
+  const auto add = [](at::Tensor& sum, const at::Tensor& value, double weight) {
+    const auto term = value.detach().to(at::kDouble) * weight;
+    sum = sum.defined() ? sum + term : term;
+  };
+  data.for_each([&](const data::Batch& batch) {
+    const StepOutput result = step(batch);
+    const double weight = static_cast<double>(result.batch_size);
+    add(out.sums["loss"], result.loss, weight);
+    for (const auto& [name, value] : result.metrics) add(out.sums[name], value, weight);
+    out.count += result.batch_size;
+  });
+  return out;
+}
+#endif  // TRAINKIT_DEFINITIONS
 
 }  // namespace trainkit::detail

@@ -25,7 +25,6 @@ class LossMeter {
 
   void add(const at::Tensor& loss);
 
-  bool empty() const { return count_ == 0; }
   double sum() const {
     return host_sum_ + (device_sum_.defined() ? device_sum_.item<double>() : 0.0);
   }
@@ -36,7 +35,6 @@ class LossMeter {
     host_sum_ = sum;
     count_ = count;
   }
-  double mean() const { return count_ == 0 ? 0.0 : sum() / double(count_); }
 
  private:
   double host_sum_ = 0.0;

@@ -1,10 +1,11 @@
 #pragma once
-// The recorded step behind parallel::CudaGraph: record a step body once,
+// The recorded step behind capture::CudaGraph: record a step body once,
 // then replay it after new data was copied into its static buffers. On CUDA
 // the body is captured into a CUDA graph (ATen's CUDAGraph) on a side
 // stream, and a replay launches the whole step at once; with `emulate` the
 // body is kept and run again on each replay, on any device.
 #include <ATen/autocast_mode.h>
+#include <c10/util/Exception.h>
 #include <c10/util/ScopeExit.h>
 #include <torch/types.h>
 
@@ -12,7 +13,9 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "trainkit/data/batch.hpp"
@@ -70,30 +73,55 @@ class SideStream {
 #endif
 };
 
-/// While alive, a host synchronisation on CUDA (`.item()`, a blocking copy)
-/// throws instead of waiting: the probe step before a capture runs under it,
-/// so a step that reads the device fails there, where it can fall back,
-/// rather than inside the capture, which cannot be undone.
-class SyncIsError {
+/// Thrown in a step run under HostSyncTrap where PyTorch reports a host
+/// synchronisation: the kind of error the probe falls back on.
+class HostSync : public std::runtime_error {
  public:
-  explicit SyncIsError([[maybe_unused]] const torch::Device& device) {
+  using std::runtime_error::runtime_error;
+};
+
+/// While alive, a host synchronisation on CUDA (`.item()`, a blocking copy)
+/// throws HostSync instead of waiting: the probe step before a capture runs
+/// under it, so a step that reads the device fails there, where it can fall
+/// back, rather than inside the capture, which cannot be undone. PyTorch
+/// reports a synchronisation by a warning from one function in its sync
+/// debug mode (c10::cuda::warn_or_error_on_sync); this handler turns that
+/// report, and no other warning, into HostSync, which the probe catches by
+/// type. Other warnings go on to the handler that was installed.
+class HostSyncTrap
+#if TRAINKIT_HAS_CUDA
+    : c10::WarningHandler
+#endif
+{
+ public:
+  explicit HostSyncTrap([[maybe_unused]] const torch::Device& device) {
 #if TRAINKIT_HAS_CUDA
     if (!device.is_cuda()) return;
-    previous_ = c10::cuda::warning_state().get_sync_debug_mode();
-    c10::cuda::warning_state().set_sync_debug_mode(c10::cuda::SyncDebugMode::L_ERROR);
+    next_ = c10::WarningUtils::get_warning_handler();
+    previous_mode_ = c10::cuda::warning_state().get_sync_debug_mode();
+    c10::cuda::warning_state().set_sync_debug_mode(c10::cuda::SyncDebugMode::L_WARN);
+    guard_.emplace(this);
 #endif
   }
-  ~SyncIsError() {
+  ~HostSyncTrap() {
 #if TRAINKIT_HAS_CUDA
-    if (previous_) c10::cuda::warning_state().set_sync_debug_mode(*previous_);
+    guard_.reset();
+    if (previous_mode_) c10::cuda::warning_state().set_sync_debug_mode(*previous_mode_);
 #endif
   }
-  SyncIsError(const SyncIsError&) = delete;
-  SyncIsError& operator=(const SyncIsError&) = delete;
+  HostSyncTrap(const HostSyncTrap&) = delete;
+  HostSyncTrap& operator=(const HostSyncTrap&) = delete;
 
  private:
 #if TRAINKIT_HAS_CUDA
-  std::optional<c10::cuda::SyncDebugMode> previous_;
+  void process(const c10::Warning& warning) override {
+    if (std::string_view(warning.source_location().function) == "warn_or_error_on_sync")
+      throw HostSync(warning.msg());
+    next_->process(warning);
+  }
+  c10::WarningHandler* next_ = nullptr;
+  std::optional<c10::cuda::SyncDebugMode> previous_mode_;
+  std::optional<c10::WarningUtils::WarningHandlerGuard> guard_;
 #endif
 };
 
@@ -104,14 +132,13 @@ class StepGraph {
   /// throws trainkit::Error: it leaves the CUDA generator and the graph's
   /// memory pool mid-capture (PyTorch cannot undo that), so the run ends.
   void record(std::function<void()> body, [[maybe_unused]] const torch::Device& device,
-              bool emulate) {
+              bool emulate, [[maybe_unused]] const char* emulate_option) {
     if (emulate) {
       body_ = std::move(body);
       return;
     }
 #if TRAINKIT_HAS_CUDA
-    require_option(device.is_cuda(), "parallel.emulate", false,
-                   "true where the device is not CUDA");
+    require_option(device.is_cuda(), emulate_option, false, "true where the device is not CUDA");
     auto graph = std::make_unique<at::cuda::CUDAGraph>();
     SideStream side(device);
     // Autocast's cache of cast weights would be freed behind the graph's
@@ -132,14 +159,14 @@ class StepGraph {
         graph->capture_end();  // ends capture mode on the stream, if it can
       } catch (...) {
       }
-      throw Error(std::string("trainkit: parallel::CudaGraph: capturing the step failed after a "
-                              "clean probe step, and a failed capture cannot be undone on this "
-                              "device; train this model with parallel::Single. The error: ") +
+      throw Error(std::string("trainkit: capturing the step failed after a clean probe step, and "
+                              "a failed capture cannot be undone on this device; train this "
+                              "model without capture (capture::None). The error: ") +
                   e.what());
     }
     graph_ = std::move(graph);
 #else
-    throw Error("trainkit: parallel::CudaGraph: this build has no CUDA (TRAINKIT_HAS_CUDA is 0)");
+    throw Error("trainkit: capturing steps: this build has no CUDA (TRAINKIT_HAS_CUDA is 0)");
 #endif
   }
 
@@ -174,41 +201,6 @@ struct WindowShapes {
   static WindowShapes of(const std::vector<data::Batch>& window);
   /// Whether `window` has these shapes (no allocation).
   bool match(const std::vector<data::Batch>& window) const;
-};
-
-/// A Trainer's captured-step state for one fit (parallel::CudaGraph).
-struct GraphRun {
-  StepGraph graph;
-  WindowShapes recorded;            ///< the shapes the graph was recorded for
-  std::vector<data::Batch> inputs;  ///< static buffers, one per micro-batch
-  std::vector<at::Tensor> losses;   ///< written by each replay
-  std::vector<int64_t> batch_sizes;
-  at::Tensor grad_norm;    ///< clip's pre-clip norm, written by each replay
-  WindowShapes warming;    ///< the shapes of the last eager windows
-  int64_t warm_steps = 0;  ///< consecutive eager windows of those shapes
-  int64_t replays = 0;
-  double momentum = 0;  ///< the optimizer's momentum (beta1) the graph holds
-  std::string blocker;  ///< why steps stay eager, or ""
-
-  bool can_replay(const std::vector<data::Batch>& window) const {
-    return graph.recorded() && recorded.match(window);
-  }
-  /// An eager step of `window` ran: one more warm-up step for its shapes.
-  void note_eager(const std::vector<data::Batch>& window) {
-    if (warm_steps > 0 && warming.match(window)) {
-      ++warm_steps;
-    } else {
-      warming = WindowShapes::of(window);
-      warm_steps = 1;
-    }
-  }
-  /// Copies `window` into the static buffers (non-blocking from pinned memory).
-  void load(const std::vector<data::Batch>& window) {
-    for (size_t k = 0; k < window.size(); ++k) {
-      inputs[k].input.copy_(window[k].input, /*non_blocking=*/true);
-      inputs[k].target.copy_(window[k].target, /*non_blocking=*/true);
-    }
-  }
 };
 
 #if TRAINKIT_DEFINITIONS

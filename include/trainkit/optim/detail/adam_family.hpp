@@ -4,8 +4,8 @@
 #include <cmath>
 #include <vector>
 
-#include "trainkit/detail/adam_kernel.hpp"
-#include "trainkit/detail/fused_optim.hpp"
+#include "trainkit/optim/detail/adam_kernel.hpp"
+#include "trainkit/optim/detail/fused_optim.hpp"
 #include "trainkit/error.hpp"
 #include "trainkit/params.hpp"
 #include "trainkit/state_dict.hpp"

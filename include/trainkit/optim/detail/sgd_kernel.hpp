@@ -10,7 +10,7 @@
 
 #include "trainkit/detail/linkage.hpp"
 #if TRAINKIT_DEFINITIONS  // <immintrin.h>: only where the kernels compile
-#include "trainkit/detail/cpu_features.hpp"
+#include "trainkit/optim/detail/cpu_features.hpp"
 #endif
 
 namespace trainkit::detail {

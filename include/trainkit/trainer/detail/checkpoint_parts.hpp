@@ -4,7 +4,8 @@
 // the precision policy, the random generators and each callback. The trainer
 // lists its parts once per fit; saving walks the list, and loading checks
 // that every part is there, then loads them all or, when one fails, puts
-// every part back as it was.
+// every part back as it was. The trainer's own part (its counters and the
+// signature of the policies that wrote it) is defined here too.
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/nn/module.h>
 #include <torch/types.h>
@@ -12,6 +13,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -22,7 +24,9 @@
 #include "trainkit/error.hpp"
 #include "trainkit/io/checkpoint_codec.hpp"
 #include "trainkit/io/named_tensors.hpp"
+#include "trainkit/state.hpp"
 #include "trainkit/state_dict.hpp"
+#include "trainkit/trainer/detail/loss_meter.hpp"
 #if TRAINKIT_HAS_CUDA
 #include <ATen/cuda/CUDAGeneratorImpl.h>
 #include <torch/cuda.h>
@@ -87,6 +91,25 @@ struct RngPart {
   /// Devices the checkpoint has but this machine lacks are left out.
   void load_state_dict(const StateDict& d);
 };
+
+// The trainer's own part: where the run is, and which policies wrote it.
+
+/// "Trainer<name, name, ...>": which policies wrote a checkpoint.
+TRAINKIT_INLINE std::string trainer_signature(std::span<const std::string> names);
+/// Where the run is: the checkpoint's "trainer" part.
+TRAINKIT_INLINE StateDict trainer_counters(const TrainState& state, const std::string& signature,
+                                           bool epoch_done, const LossMeter& epoch_loss);
+/// Restores the "trainer" part; returns the (epoch, batch) to resume at.
+TRAINKIT_INLINE std::pair<int64_t, int64_t> restore_trainer_counters(const StateDict& d,
+                                                                     TrainState& state,
+                                                                     LossMeter& epoch_loss);
+/// Other policies wrote `ckpt`: say so before anything else is checked.
+TRAINKIT_INLINE void check_trainer_signature(const io::Checkpoint& ckpt,
+                                             const std::string& signature,
+                                             const std::string& legacy_signature);
+/// `error` from resuming, as a trainkit::Error that names `file`.
+[[noreturn]] TRAINKIT_INLINE void throw_resume_error(const std::string& file,
+                                                     const std::exception& error);
 
 #if TRAINKIT_DEFINITIONS
 TRAINKIT_INLINE void CheckpointParts::add(std::string name, std::function<StateDict()> save,
@@ -187,6 +210,52 @@ TRAINKIT_INLINE void RngPart::load_state_dict(const StateDict& d) {
     gen.set_state(t);
   }
 #endif
+}
+TRAINKIT_INLINE std::string trainer_signature(std::span<const std::string> names) {
+  std::string joined;
+  for (const auto& name : names) joined += (joined.empty() ? "" : ", ") + name;
+  return "Trainer<" + joined + ">";
+}
+
+TRAINKIT_INLINE StateDict trainer_counters(const TrainState& state, const std::string& signature,
+                                           bool epoch_done, const LossMeter& epoch_loss) {
+  StateDict d;
+  d.values = {{"signature", signature},       {"epoch", state.epoch},
+              {"batch", state.batch},         {"step", state.step},
+              {"epoch_done", epoch_done},     {"samples_seen", state.samples_seen},
+              {"loss_sum", epoch_loss.sum()}, {"loss_count", epoch_loss.count()}};
+  return d;
+}
+
+TRAINKIT_INLINE std::pair<int64_t, int64_t> restore_trainer_counters(const StateDict& d,
+                                                                     TrainState& state,
+                                                                     LossMeter& epoch_loss) {
+  const bool done = d.value<bool>("epoch_done");
+  const auto epoch = d.value<int64_t>("epoch"), batch = d.value<int64_t>("batch");
+  const auto step = d.value<int64_t>("step"), samples = d.value<int64_t>("samples_seen");
+  const auto loss_sum = d.value<double>("loss_sum");
+  const auto loss_count = d.value<int64_t>("loss_count");
+  state.step = step;
+  state.samples_seen = samples;
+  epoch_loss.restore(loss_sum, loss_count);
+  return {epoch + (done ? 1 : 0), done ? 0 : batch};
+}
+
+TRAINKIT_INLINE void check_trainer_signature(const io::Checkpoint& ckpt,
+                                             const std::string& signature,
+                                             const std::string& legacy_signature) {
+  const auto it = ckpt.parts.find("trainer");
+  if (it == ckpt.parts.end()) return;  // the parts list names what is missing
+  const auto written_by = it->second.value<std::string>("signature");
+  if (written_by != signature && written_by != legacy_signature) {
+    throw Error("trainkit: was written by " + written_by + ", not by this " + signature);
+  }
+}
+
+TRAINKIT_INLINE void throw_resume_error(const std::string& file, const std::exception& error) {
+  std::string what = error.what();
+  if (what.rfind("trainkit: ", 0) == 0) what = what.substr(10);
+  throw Error("trainkit: cannot resume from " + file + ": " + what);
 }
 #endif  // TRAINKIT_DEFINITIONS
 

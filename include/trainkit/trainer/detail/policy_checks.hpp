@@ -2,11 +2,13 @@
 // One static_assert per requirement, each message the expected signature:
 // Trainer<...> calls these so a wrong policy fails with a sentence, not with
 // "constraints not satisfied".
+#include <cstdint>
 #include <type_traits>
 #include <utility>
 
 #include "trainkit/concepts.hpp"
-#include "trainkit/detail/callback_set.hpp"
+#include "trainkit/error.hpp"
+#include "trainkit/trainer/detail/callback_set.hpp"
 
 namespace trainkit::detail {
 
@@ -123,6 +125,28 @@ constexpr bool check_clip() {
   return true;
 }
 
+template <class C>
+constexpr bool check_capture() {
+  static_assert(
+      HasOptions<C>,
+      "Capture policy is missing a nested `struct Options`; see docs/policies.md#capture");
+  static_assert(HasDefaultOptions<C>,
+                "Capture policy's `Options` must be default-constructible; see "
+                "docs/policies.md#capture");
+  static_assert(CaptureConstructible<C>,
+                "Capture policy is missing the constructor `explicit C(const Options& options)`; "
+                "see docs/policies.md#capture");
+  static_assert(HasRecordsFlag<C>,
+                "Capture policy is missing `static constexpr bool records`; see "
+                "docs/policies.md#capture");
+  if constexpr (HasRecordsFlag<C>) {
+    static_assert(!C::records || HasGraphCapture<C>,
+                  "Capture policy that records is missing `graph_options()` with `warmup_steps` "
+                  "and `emulate`; see docs/policies.md#capture");
+  }
+  return true;
+}
+
 template <class P>
 constexpr bool check_parallel() {
   static_assert(
@@ -206,6 +230,26 @@ constexpr bool check_callback_mutable() {
                 "non-const reference (used in place) or by value (moved in); see "
                 "docs/callbacks.md");
   return true;
+}
+
+/// At fit's start: a schedule that cycles momentum needs an optimizer with set_momentum.
+template <class Optimizer, class Scheduler>
+void check_momentum_schedule(const Scheduler& scheduler) {
+  if constexpr (HasMomentumAt<Scheduler> && !HasSetMomentum<Optimizer>) {
+    require_option(!scheduler.momentum_at(0).has_value(), "sched.cycle_momentum", true,
+                   "false for an optimizer without momentum (no set_momentum)");
+  }
+}
+
+/// Micro-batches per step when the Accumulate policy fixes them at compile
+/// time (accumulate::None, Every<N>), else 0.
+template <class Accumulate>
+constexpr int64_t fixed_steps() {
+  if constexpr (requires { std::integral_constant<int64_t, Accumulate::steps()>{}; }) {
+    return int64_t{Accumulate::steps()};
+  } else {
+    return int64_t{0};
+  }
 }
 
 }  // namespace trainkit::detail

@@ -1,0 +1,154 @@
+#pragma once
+// The Trainer's policy roles, listed once, in template order: each with its
+// name (reports, a run's configuration), its default, the concept its
+// policies satisfy, its check (a sentence per missing member) and whether a
+// checkpoint's signature names it. Trainer's defaults, its policies' names and TrainerWith's
+// placement are derived from this list; the docs' tables are tested against it.
+#include <array>
+#include <cstddef>
+#include <tuple>
+#include <utility>
+
+#include "trainkit/accumulate/none.hpp"
+#include "trainkit/capture/none.hpp"
+#include "trainkit/clip/none.hpp"
+#include "trainkit/concepts.hpp"
+#include "trainkit/optim/adamw.hpp"
+#include "trainkit/parallel/single.hpp"
+#include "trainkit/precision/fp32.hpp"
+#include "trainkit/sched/constant.hpp"
+#include "trainkit/trainer/detail/policy_checks.hpp"
+
+namespace trainkit::detail {
+
+struct OptimizerRole {
+  static constexpr const char* name = "optimizer";
+  using Default = optim::AdamW;
+  template <class P>
+  static constexpr bool accepts = OptimizerPolicy<P>;
+  template <class P>
+  static constexpr bool check() {
+    return check_optimizer<P>();
+  }
+  static constexpr bool checkpointed = true;
+};
+struct SchedulerRole {
+  static constexpr const char* name = "scheduler";
+  using Default = sched::Constant;
+  template <class P>
+  static constexpr bool accepts = SchedulerPolicy<P>;
+  template <class P>
+  static constexpr bool check() {
+    return check_scheduler<P>();
+  }
+  static constexpr bool checkpointed = true;
+};
+struct PrecisionRole {
+  static constexpr const char* name = "precision";
+  using Default = precision::Fp32;
+  template <class P>
+  static constexpr bool accepts = PrecisionPolicy<P>;
+  template <class P>
+  static constexpr bool check() {
+    return check_precision<P>();
+  }
+  static constexpr bool checkpointed = true;
+};
+struct AccumulateRole {
+  static constexpr const char* name = "accumulate";
+  using Default = accumulate::None;
+  template <class P>
+  static constexpr bool accepts = AccumulatePolicy<P>;
+  template <class P>
+  static constexpr bool check() {
+    return check_accumulate<P>();
+  }
+  static constexpr bool checkpointed = true;
+};
+struct ClipRole {
+  static constexpr const char* name = "clip";
+  using Default = clip::None;
+  template <class P>
+  static constexpr bool accepts = ClipPolicy<P>;
+  template <class P>
+  static constexpr bool check() {
+    return check_clip<P>();
+  }
+  static constexpr bool checkpointed = true;
+};
+struct ParallelRole {
+  static constexpr const char* name = "parallel";
+  using Default = parallel::Single;
+  template <class P>
+  static constexpr bool accepts = ParallelPolicy<P>;
+  template <class P>
+  static constexpr bool check() {
+    return check_parallel<P>();
+  }
+  static constexpr bool checkpointed = true;
+};
+
+/// Whether steps are recorded: the same state either way, so captured and
+/// eager runs resume from each other's checkpoints.
+struct CaptureRole {
+  static constexpr const char* name = "capture";
+  using Default = capture::None;
+  template <class P>
+  static constexpr bool accepts = CapturePolicy<P>;
+  template <class P>
+  static constexpr bool check() {
+    return check_capture<P>();
+  }
+  static constexpr bool checkpointed = false;
+};
+
+/// The roles in Trainer's template order.
+using PolicyRoles = std::tuple<OptimizerRole, SchedulerRole, PrecisionRole, AccumulateRole,
+                               ClipRole, ParallelRole, CaptureRole>;
+inline constexpr std::size_t kPolicyCount = std::tuple_size_v<PolicyRoles>;
+template <std::size_t I>
+using role_t = std::tuple_element_t<I, PolicyRoles>;
+template <std::size_t I>
+using default_policy_t = typename role_t<I>::Default;
+
+/// The roles' names, in template order.
+inline constexpr std::array<const char*, kPolicyCount> kPolicyRoles =
+    []<std::size_t... I>(std::index_sequence<I...>) {
+  return std::array<const char*, kPolicyCount>{role_t<I>::name...};
+}
+(std::make_index_sequence<kPolicyCount>{});
+
+/// How many roles a checkpoint's signature names: the first ones.
+inline constexpr std::size_t kCheckpointedRoles = []<std::size_t... I>(std::index_sequence<I...>) {
+  return (std::size_t{role_t<I>::checkpointed} + ...);
+}
+(std::make_index_sequence<kPolicyCount>{});
+static_assert(
+    []<std::size_t... I>(std::index_sequence<I...>) {
+      return ((role_t<I>::checkpointed == (I < kCheckpointedRoles)) && ...);
+    }(std::make_index_sequence<kPolicyCount>{}),
+    "the checkpointed roles come first");
+
+/// Each policy of the tuple `Policies` checked against its role: a missing
+/// member fails with a sentence naming it (trainer/detail/policy_checks.hpp).
+template <class Policies>
+constexpr bool check_policies() {
+  static_assert(std::tuple_size_v<Policies> == kPolicyCount);
+  return []<std::size_t... I>(std::index_sequence<I...>) {
+    return (role_t<I>::template check<std::tuple_element_t<I, Policies>>() && ...);
+  }
+  (std::make_index_sequence<kPolicyCount>{});
+}
+
+/// The position of the first role `P` plays, or -1 for none.
+template <class P>
+constexpr int role_of() {
+  return []<std::size_t... I>(std::index_sequence<I...>) {
+    int found = -1;
+    ((found < 0 && role_t<I>::template accepts<P> ? found = int(I) : 0), ...);
+    return found;
+  }
+  (std::make_index_sequence<kPolicyCount>{});
+}
+
+}  // namespace trainkit::detail

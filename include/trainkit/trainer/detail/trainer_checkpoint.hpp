@@ -1,0 +1,90 @@
+#pragma once
+// How a Trainer `T` (whose friend this is) saves and resumes: the list of
+// its checkpoint's parts, the writer behind TrainState::save_checkpoint and
+// the resume at fit's start. The file format is io/checkpoint.hpp's codec.
+#include <filesystem>
+#include <functional>
+#include <string>
+
+#include "trainkit/concepts.hpp"
+#include "trainkit/io/checkpoint_codec.hpp"
+#include "trainkit/state.hpp"
+#include "trainkit/trainer/detail/checkpoint_parts.hpp"
+
+namespace trainkit::detail {
+
+template <class T>
+struct TrainerCheckpoint {
+  /// The checkpoint's parts, in the order they load.
+  template <class Hooks>
+  static CheckpointParts parts(T& t, TrainState& state, Hooks& hooks) {
+    CheckpointParts parts;
+    parts.add(
+        "trainer",
+        [&t, &state] {
+          return trainer_counters(state, T::signature(), t.epoch_done_, t.epoch_loss_);
+        },
+        [&t, &state](const StateDict& d) {
+          t.resume_at_ = restore_trainer_counters(d, state, t.epoch_loss_);
+        });
+    parts.add_module("model", t.model_.module());
+    if constexpr (HasStateDict<std::remove_cvref_t<decltype(t.optimizer_)>>) {
+      parts.add(
+          "optim",
+          [&t] {
+            return t.parallel_.gather_optimizer_state(t.optimizer_.state_dict(),
+                                                      elementwise_state(t));
+          },
+          [&t](const StateDict& d) {
+            t.optimizer_.load_state_dict(
+                t.parallel_.shard_optimizer_state(d, elementwise_state(t)));
+          });
+    }
+    parts.add("precision", t.precision_);
+    parts.add_rng("rng");
+    hooks.for_each([&](size_t i, auto& cb) { parts.add("callback." + std::to_string(i), cb); });
+    return parts;
+  }
+
+  /// The writer behind TrainState::save_checkpoint: every rank calls it at
+  /// the same point, and rank 0 writes once all are there (sharded state
+  /// gathered).
+  template <class Hooks>
+  static std::function<void(const std::filesystem::path&)> writer(T& t, TrainState& state,
+                                                                  Hooks& hooks) {
+    return [&t, &state, &hooks](const std::filesystem::path& path) {
+      const auto codec = io::checkpoint_codec("TrainState::save_checkpoint", path.string());
+      t.coordinator().write_once(
+          "checkpoint " + path.string(), [&] { return parts(t, state, hooks).save(false); },
+          [&](const io::Checkpoint& ckpt) { codec.write(path, ckpt); });
+    };
+  }
+
+  /// Restores everything from `from` (a file, or a folder's latest
+  /// checkpoint), or nothing: on any error the trainer is put back as it was
+  /// and the error names the file.
+  template <class Hooks>
+  static void resume(T& t, const std::filesystem::path& from, TrainState& state, Hooks& hooks) {
+    const auto codec = io::checkpoint_codec("fit.resume_from", from.string());
+    const auto file = io::resolve_checkpoint(from);
+    const auto ckpt = codec.read(file);
+    try {
+      check_trainer_signature(ckpt, T::signature(), T::legacy_signature());
+      parts(t, state, hooks).load(ckpt);
+      state.resumed = true;
+    } catch (const std::exception& e) {
+      throw_resume_error(file.string(), e);
+    }
+  }
+
+ private:
+  static ElementwiseState elementwise_state(const T& t) {
+    if constexpr (HasElementwiseState<std::remove_cvref_t<decltype(t.optimizer_)>>) {
+      return t.optimizer_.elementwise_state();
+    } else {
+      return {};
+    }
+  }
+};
+
+}  // namespace trainkit::detail

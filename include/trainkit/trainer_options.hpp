@@ -1,0 +1,56 @@
+#pragma once
+// The options of a Trainer (every policy's, as one aggregate) and of a fit,
+// and what a fit returns.
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+
+#include "trainkit/data/batch_view.hpp"
+#include "trainkit/device_options.hpp"
+#include "trainkit/trainer/detail/policy_checks.hpp"
+
+namespace trainkit {
+
+/// Options of every policy, as one aggregate for designated initialisers:
+/// `{.optim = {.lr = 1e-3}, .sched = {.max_lr = 1e-2}, .clip = {.max_norm = 1}}`.
+template <class Optimizer, class Scheduler, class Precision, class Accumulate, class Clip,
+          class Parallel, class Capture>
+struct TrainerOptions {
+  detail::options_t<Optimizer> optim{};
+  detail::options_t<Scheduler> sched{};
+  detail::options_t<Precision> precision{};
+  detail::options_t<Accumulate> accumulate{};
+  detail::options_t<Clip> clip{};
+  detail::options_t<Parallel> parallel{};
+  detail::options_t<Capture> capture{};
+  /// TF32, cuDNN autotuning, channels-last (process-wide, as torch.backends).
+  DeviceOptions device{};
+  /// Keep freed CPU memory for reuse (trainer/detail/allocator.hpp); process-wide.
+  bool keep_freed_cpu_memory = true;
+};
+
+struct FitOptions {
+  int64_t epochs = 1;
+  data::BatchView val_data{};  ///< validated after every epoch when set (not owned)
+  int64_t log_every = 10;      ///< callbacks may read device values every N steps
+  int64_t max_steps = -1;      ///< stop after this many optimizer steps (-1: no limit)
+  /// Continue from this checkpoint file, or from the latest one in this folder.
+  std::filesystem::path resume_from{};
+  /// When set, SIGINT/SIGTERM finish the current step, write a checkpoint
+  /// here and return (FitResult::interrupted); a second signal ends at once.
+  std::filesystem::path checkpoint_on_signal{};
+};
+
+using Metrics = std::map<std::string, double>;
+
+struct FitResult {
+  int64_t epochs = 0;  ///< epochs completed
+  int64_t steps = 0;   ///< optimizer steps taken
+  bool stopped = false;
+  bool interrupted = false;  ///< by a signal, after writing checkpoint_on_signal
+  std::string stop_reason;
+  Metrics metrics;  ///< the last epoch's metrics
+};
+
+}  // namespace trainkit
