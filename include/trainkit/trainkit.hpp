@@ -12,13 +12,13 @@
 #endif
 
 #include "trainkit/accumulate.hpp"
-#include "trainkit/capture.hpp"
 #include "trainkit/callbacks/csv_logger.hpp"
 #include "trainkit/callbacks/early_stopping.hpp"
 #include "trainkit/callbacks/lr_monitor.hpp"
 #include "trainkit/callbacks/nan_guard.hpp"
 #include "trainkit/callbacks/progress_bar.hpp"
 #include "trainkit/callbacks/throughput.hpp"
+#include "trainkit/capture.hpp"
 #include "trainkit/clip.hpp"
 #include "trainkit/concepts.hpp"
 #include "trainkit/data/batch.hpp"

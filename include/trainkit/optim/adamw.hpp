@@ -3,8 +3,8 @@
 // torch.optim.AdamW, stepping the flat buffers in one fused pass.
 #include <optional>
 
-#include "trainkit/optim/detail/adam_family.hpp"
 #include "trainkit/detail/linkage.hpp"
+#include "trainkit/optim/detail/adam_family.hpp"
 
 namespace trainkit::optim {
 

@@ -5,10 +5,10 @@
 #include <type_traits>
 #include <vector>
 
-#include "trainkit/optim/detail/fused_optim.hpp"
 #include "trainkit/detail/linkage.hpp"
-#include "trainkit/optim/detail/sgd_kernel.hpp"
 #include "trainkit/error.hpp"
+#include "trainkit/optim/detail/fused_optim.hpp"
+#include "trainkit/optim/detail/sgd_kernel.hpp"
 #include "trainkit/params.hpp"
 #include "trainkit/state_dict.hpp"
 

@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "trainkit/concepts.hpp"
-#include "trainkit/trainer/detail/checkpoint_parts.hpp"
 #include "trainkit/state.hpp"
 #include "trainkit/state_dict.hpp"
+#include "trainkit/trainer/detail/checkpoint_parts.hpp"
 
 namespace trainkit::finders::detail {
 

@@ -4,9 +4,9 @@
 #include <cmath>
 #include <vector>
 
+#include "trainkit/error.hpp"
 #include "trainkit/optim/detail/adam_kernel.hpp"
 #include "trainkit/optim/detail/fused_optim.hpp"
-#include "trainkit/error.hpp"
 #include "trainkit/params.hpp"
 #include "trainkit/state_dict.hpp"
 
