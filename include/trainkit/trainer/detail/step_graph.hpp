@@ -100,7 +100,7 @@ class HostSyncTrap
     next_ = c10::WarningUtils::get_warning_handler();
     previous_mode_ = c10::cuda::warning_state().get_sync_debug_mode();
     c10::cuda::warning_state().set_sync_debug_mode(c10::cuda::SyncDebugMode::L_WARN);
-    guard_.emplace(this);
+    guard_.emplace(static_cast<c10::WarningHandler*>(this));
 #endif
   }
   ~HostSyncTrap() {
