@@ -2,20 +2,28 @@
 // reported as skipped elsewhere (CTest's SKIP_REGULAR_EXPRESSION matches the
 // line REQUIRE_CUDA prints): fp16 with PyTorch's `_amp_*` kernels, bf16
 // autocast, pinned side-stream batches, CUDA RNG in checkpoints, NCCL, fused
-// optimizers and whole steps captured as CUDA graphs.
+// optimizers, whole steps captured as CUDA graphs, activation checkpointing's
+// CUDA generator replay and the batch-size finder meeting a real CUDA
+// out-of-memory.
 #include <trainkit/data.hpp>
+#include <trainkit/finders.hpp>
 #include <trainkit/io.hpp>
+#include <trainkit/memory.hpp>
 #include <trainkit/parallel/ddp.hpp>
 #include <trainkit/trainkit.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
+#include <limits>
 #include <memory>
 #include <type_traits>
 #include <utility>
 #include <vector>
 #if TRAINKIT_HAS_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAStream.h>
 #endif
@@ -294,9 +302,9 @@ TEST_CASE("a task that reads the host on CUDA: the probe falls back, and trainin
   struct Reading {  // a task that synchronises: .item() on the loss
     StepOutput step(ModelRef& model, const data::Batch& batch) {
 #if TRAINKIT_HAS_CUDA
-      // (in the probe: host reads are errors; on a side stream)
+      // (in the probe: host reads are reported; on a side stream)
       calls.emplace_back(
-          c10::cuda::warning_state().get_sync_debug_mode() == c10::cuda::SyncDebugMode::L_ERROR,
+          c10::cuda::warning_state().get_sync_debug_mode() != c10::cuda::SyncDebugMode::L_DISABLED,
           c10::cuda::getCurrentCUDAStream() != c10::cuda::getDefaultCUDAStream());
 #endif
       auto out = task::Classification{}.step(model, batch);
@@ -322,4 +330,90 @@ TEST_CASE("a task that reads the host on CUDA: the probe falls back, and trainin
   const auto probe = std::find_if(b.calls.begin(), b.calls.end(), [](auto c) { return c.first; });
   REQUIRE(probe != b.calls.end());
   CHECK(std::none_of(probe + 1, b.calls.end(), [](auto c) { return c.second; }));
+}
+
+TEST_CASE(
+    "checkpoint on CUDA: dropout recomputed from the CUDA generator gives the plain gradients") {
+  REQUIRE_CUDA();
+  torch::manual_seed(1);
+  torch::nn::Sequential blocks;
+  for (int i = 0; i < 6; ++i) {
+    blocks->push_back(torch::nn::Linear(64, 64));
+    blocks->push_back(torch::nn::ReLU());
+    blocks->push_back(torch::nn::Dropout(0.3));
+  }
+  blocks->to(cuda);
+  memory::CheckpointedSequential segmented(blocks, 2);
+  const auto x = torch::randn({32, 64}, cuda);
+  // From seed 7: backward of the output's squares, the gradients, and a draw
+  // after it (the CUDA generator must go on as if nothing was recomputed).
+  const auto run = [&](const std::function<at::Tensor()>& forward) {
+    blocks->zero_grad();
+    torch::manual_seed(7);
+    forward().pow(2).sum().backward();
+    std::vector<at::Tensor> grads;
+    for (const auto& p : blocks->parameters()) grads.push_back(p.grad().clone());
+    return std::pair(grads, torch::rand({16}, cuda));
+  };
+  const auto [plain, draw_plain] = run([&] { return blocks->forward(x); });
+  const auto [ckpt, draw_ckpt] = run([&] { return segmented(x); });
+  REQUIRE(plain.size() == ckpt.size());
+  for (size_t i = 0; i < plain.size(); ++i) CHECK(tk_test::max_rel_error(ckpt[i], plain[i]) < 1e-5);
+  CHECK(torch::equal(draw_plain, draw_ckpt));
+}
+
+TEST_CASE(
+    "scale_batch_size on CUDA: a real out-of-memory ends the growth, the trainer trains after") {
+  REQUIRE_CUDA();
+#if TRAINKIT_HAS_CUDA
+  // The caching allocator refuses past 1% of the card: a real CUDA
+  // out-of-memory at a batch of some thousands.
+  namespace allocator = c10::cuda::CUDACachingAllocator;
+  (void)torch::ones({1}, cuda);  // the allocator starts with the first allocation
+  allocator::emptyCache();
+  allocator::setMemoryFraction(0.01, 0);
+  struct Restore {
+    ~Restore() {
+      allocator::setMemoryFraction(1.0, 0);
+      allocator::emptyCache();
+    }
+  } restore;
+  using T = Trainer<optim::SGD>;
+  torch::manual_seed(5);
+  T trainer(torch::nn::Sequential(torch::nn::Linear(256, 4096), torch::nn::ReLU(),
+                                  torch::nn::Linear(4096, 1)),
+            T::Options{.optim = {.lr = 1e-3, .momentum = 0.9}, .parallel = {.device = cuda}});
+  const auto before = trainer.flat_params().groups()[0].data.clone();
+  const auto make = [](int64_t b) {
+    std::vector<data::Batch> out;
+    for (int i = 0; i < 2; ++i) {
+      const auto x = at::randn({b, 256});
+      out.push_back({x, x.sum(1, true)});
+    }
+    return out;
+  };
+  const auto result = finders::scale_batch_size(trainer, task::Regression{}, make,
+                                                {.init_batch_size = 64, .max_batch_size = 1 << 22});
+  MESSAGE("batch size " << result.batch_size << " after " << result.trials.size() << " trials");
+  int64_t largest_fit = 0, smallest_fail = std::numeric_limits<int64_t>::max(), cuda_ooms = 0;
+  for (const auto& t : result.trials) {
+    if (t.fits) {
+      largest_fit = std::max(largest_fit, t.batch_size);
+    } else {
+      MESSAGE("batch " << t.batch_size << ": " << t.error);
+      CHECK_FALSE(t.error.empty());
+      cuda_ooms += t.error.find("CUDA out of memory") != std::string::npos;
+      smallest_fail = std::min(smallest_fail, t.batch_size);
+    }
+  }
+  CHECK(cuda_ooms > 0);
+  CHECK(smallest_fail < (int64_t(1) << 22));  // memory ran out before the cap
+  CHECK(result.batch_size == largest_fit);
+  CHECK(largest_fit < smallest_fail);
+  CHECK(largest_fit >= 256);
+  CHECK(torch::equal(trainer.flat_params().groups()[0].data, before));  // put back
+  // Half the answer: at the answer itself the cache's fragments may not fit.
+  const auto after = trainer.fit(task::Regression{}, make(largest_fit / 2), {.epochs = 1});
+  CHECK(std::isfinite(after.metrics.at("train_loss")));
+#endif
 }

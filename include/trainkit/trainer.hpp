@@ -8,12 +8,11 @@
 //   per boundary: finish sync; unscale; clip (reports the pre-clip norm);
 //     step unless inf/NaN; update scale; advance schedule; zero grads
 //   an epoch ending inside a window steps with the partial window, rescaled
-//   to the mean over the micro-batches seen; nothing reads the device in the
-//   hot path. The step is written once, as pieces (forward_backward,
-//   prepare_update, apply_update, advance); the eager driver below runs them
-//   per batch, and under capture::CudaGraph the capture driver
-//   (trainer/detail/captured_steps.hpp) records the same pieces as one
-//   graph once a few eager steps have run, with any Parallel policy.
+//   to the mean over the micro-batches seen; the hot path reads nothing from
+//   the device. The step is written once, as pieces (forward_backward,
+//   prepare_update, apply_update, advance) that the eager driver below runs
+//   per batch and the capture driver (trainer/detail/captured_steps.hpp)
+//   records as one graph under capture::CudaGraph, with any Parallel policy.
 #include <torch/nn/module.h>
 #include <torch/types.h>
 
@@ -283,7 +282,6 @@ class Trainer {
   friend class detail::CapturedSteps<Trainer>;
   using Checkpoint = detail::TrainerCheckpoint<Trainer>;
   friend Checkpoint;
-
   /// Which policies wrote a checkpoint (its "trainer" part names them).
   static std::string signature() { return detail::policy_signature<Policies>(); }
   static std::string legacy_signature() { return detail::policy_signature<Policies, true>(); }
@@ -310,6 +308,8 @@ class Trainer {
   /// gradient sync waits for the last.
   template <class TaskT>
   StepOutput forward_backward(TaskT& task, const data::Batch& batch, bool last, int64_t n) {
+    if constexpr (requires { parallel_.follow_current_stream(); })
+      parallel_.follow_current_stream();
     const auto run = [&] {
       StepOutput out;
       {
@@ -357,7 +357,8 @@ class Trainer {
   /// One micro-batch's share of the epoch's counters and loss.
   void account_micro_batch(TrainState& state, const at::Tensor& loss, int64_t batch_size) {
     epoch_loss_.add(loss);
-    state.loss_tensor_ = loss;  // held until the next micro-batch
+    // Held until the next micro-batch, a device loss without its graph (decision 88).
+    state.loss_tensor_ = loss.is_cpu() ? loss : loss.detach();
     state.samples_seen += batch_size;
     ++state.batch;
   }
@@ -369,7 +370,6 @@ class Trainer {
   }
 
   // ---- the eager driver ----------------------------------------------------
-
   template <class TaskT>
   void micro_batch(TaskT& task, const data::Batch& raw, bool last, int64_t n, TrainState& state) {
     const auto out = forward_backward(task, to_device(raw), last, n);

@@ -14,6 +14,11 @@
 // - Boundary (finish_sync): start what is left, wait for every bucket,
 //   re-broadcast buffers when asked. Micro-batches inside an accumulation
 //   window run under defer_sync() and communicate nothing.
+// - Streams: autograd runs a gradient accumulator on the stream that was
+//   current when it was made, and the hooks keep the accumulators alive. A
+//   step on another stream (a captured step's side stream) re-makes them
+//   there: a backward that waits across streams cannot be captured.
+#include <c10/core/impl/VirtualGuardImpl.h>
 #include <c10/util/ScopeExit.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
@@ -161,6 +166,14 @@ class DDP {
     return flat;
   }
 
+  /// Before each backward: re-makes the hooked accumulators on the current
+  /// stream when they were made on another (see the file comment).
+  void follow_current_stream() {
+    if (slots_.empty() || current_stream_id() == hooks_stream_) return;
+    remove_hooks();
+    for (size_t i = 0; i < slots_.size(); ++i) hook(i);
+  }
+
   /// A scope inside which gradients accumulate locally (no bucket starts).
   auto defer_sync() {
     const bool was = deferred_;
@@ -276,7 +289,13 @@ class DDP {
     return it == names_.end() ? "(unnamed)" : it->second;
   }
 
+  c10::StreamId current_stream_id() const {  // on the parameters' device (it has an index)
+    const auto device = slots_.front().param.device();
+    return c10::impl::VirtualGuardImpl(device.type()).getStream(device).id();
+  }
+
   void hook(size_t slot) {
+    if (slot == 0) hooks_stream_ = current_stream_id();
     auto acc = torch::autograd::impl::grad_accumulator(slots_[slot].param);
     const auto key = acc->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
         [this, slot](const torch::autograd::variable_list& outputs,
@@ -330,6 +349,7 @@ class DDP {
   std::vector<Bucket> buckets_;
   std::vector<Slot> slots_;
   std::vector<std::pair<std::shared_ptr<torch::autograd::Node>, uintptr_t>> hooks_;
+  c10::StreamId hooks_stream_ = 0;  ///< the stream the hooked accumulators run on
   size_t next_ = 0;
   bool any_ready_ = false;
   bool deferred_ = false;

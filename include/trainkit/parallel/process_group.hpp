@@ -31,6 +31,9 @@
 #else
 #define TRAINKIT_HAS_GLOO 0
 #endif
+#if TRAINKIT_HAS_CUDA
+#include <c10/cuda/CUDAGraphsC10Utils.h>
+#endif
 #if TRAINKIT_HAS_CUDA && defined(USE_C10D_NCCL)
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #define TRAINKIT_HAS_NCCL 1
@@ -103,9 +106,15 @@ class ProcessGroup {
   }
 
   /// Waits for `work`; on failure or timeout throws an Error naming `what`.
+  /// Under CUDA graph capture the wait is recorded (the stream waits for the
+  /// collective) and nothing is polled: the host cannot query a captured event.
   void wait(const Work& work, const std::string& what) const {
     const auto start = std::chrono::steady_clock::now();
     try {
+      if (capturing()) {
+        work->wait();
+        return;
+      }
       work->wait(timeout_);
     } catch (const std::exception& e) {
       const auto waited = since(start);
@@ -116,6 +125,15 @@ class ProcessGroup {
                   "): another rank died, hangs, or runs a different step; " + backend_ +
                   " says: " + cause);
     }
+  }
+
+  bool capturing() const {
+#if TRAINKIT_HAS_CUDA
+    return backend_ == "nccl" &&
+           c10::cuda::currentStreamCaptureStatusMayInitCtx() != c10::cuda::CaptureStatus::None;
+#else
+    return false;
+#endif
   }
 
   void all_reduce(const at::Tensor& t, const std::string& what, Op op = c10d::ReduceOp::SUM) {

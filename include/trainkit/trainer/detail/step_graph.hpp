@@ -100,13 +100,14 @@ class HostSyncTrap
     next_ = c10::WarningUtils::get_warning_handler();
     previous_mode_ = c10::cuda::warning_state().get_sync_debug_mode();
     c10::cuda::warning_state().set_sync_debug_mode(c10::cuda::SyncDebugMode::L_WARN);
-    guard_.emplace(static_cast<c10::WarningHandler*>(this));
+    c10::WarningUtils::set_warning_handler(static_cast<c10::WarningHandler*>(this));
 #endif
   }
   ~HostSyncTrap() {
 #if TRAINKIT_HAS_CUDA
-    guard_.reset();
-    if (previous_mode_) c10::cuda::warning_state().set_sync_debug_mode(*previous_mode_);
+    if (!previous_mode_) return;
+    c10::WarningUtils::set_warning_handler(next_);
+    c10::cuda::warning_state().set_sync_debug_mode(*previous_mode_);
 #endif
   }
   HostSyncTrap(const HostSyncTrap&) = delete;
@@ -120,8 +121,7 @@ class HostSyncTrap
     next_->process(warning);
   }
   c10::WarningHandler* next_ = nullptr;
-  std::optional<c10::cuda::SyncDebugMode> previous_mode_;
-  std::optional<c10::WarningUtils::WarningHandlerGuard> guard_;
+  std::optional<c10::cuda::SyncDebugMode> previous_mode_;  ///< set when installed
 #endif
 };
 
