@@ -21,86 +21,36 @@
 
 namespace trainkit::detail {
 
-struct OptimizerRole {
-  static constexpr const char* name = "optimizer";
-  using Default = optim::AdamW;
-  template <class P>
-  static constexpr bool accepts = OptimizerPolicy<P>;
-  template <class P>
-  static constexpr bool check() {
-    return check_optimizer<P>();
-  }
-  static constexpr bool checkpointed = true;
-};
-struct SchedulerRole {
-  static constexpr const char* name = "scheduler";
-  using Default = sched::Constant;
-  template <class P>
-  static constexpr bool accepts = SchedulerPolicy<P>;
-  template <class P>
-  static constexpr bool check() {
-    return check_scheduler<P>();
-  }
-  static constexpr bool checkpointed = true;
-};
-struct PrecisionRole {
-  static constexpr const char* name = "precision";
-  using Default = precision::Fp32;
-  template <class P>
-  static constexpr bool accepts = PrecisionPolicy<P>;
-  template <class P>
-  static constexpr bool check() {
-    return check_precision<P>();
-  }
-  static constexpr bool checkpointed = true;
-};
-struct AccumulateRole {
-  static constexpr const char* name = "accumulate";
-  using Default = accumulate::None;
-  template <class P>
-  static constexpr bool accepts = AccumulatePolicy<P>;
-  template <class P>
-  static constexpr bool check() {
-    return check_accumulate<P>();
-  }
-  static constexpr bool checkpointed = true;
-};
-struct ClipRole {
-  static constexpr const char* name = "clip";
-  using Default = clip::None;
-  template <class P>
-  static constexpr bool accepts = ClipPolicy<P>;
-  template <class P>
-  static constexpr bool check() {
-    return check_clip<P>();
-  }
-  static constexpr bool checkpointed = true;
-};
-struct ParallelRole {
-  static constexpr const char* name = "parallel";
-  using Default = parallel::Single;
-  template <class P>
-  static constexpr bool accepts = ParallelPolicy<P>;
-  template <class P>
-  static constexpr bool check() {
-    return check_parallel<P>();
-  }
-  static constexpr bool checkpointed = true;
-};
+// A role: its name, its default, the concept its policies satisfy, the
+// check that names what a policy lacks, and whether checkpoints name it.
+#define TRAINKIT_POLICY_ROLE(Role, Name, DefaultPolicy, Concept, checker, Checkpointed) \
+  struct Role {                                                                         \
+    static constexpr const char* name = Name;                                           \
+    using Default = DefaultPolicy;                                                      \
+    template <class P>                                                                  \
+    static constexpr bool accepts = Concept<P>;                                         \
+    template <class P>                                                                  \
+    static constexpr bool check() {                                                     \
+      return checker<P>();                                                              \
+    }                                                                                   \
+    static constexpr bool checkpointed = Checkpointed;                                  \
+  };
 
-/// Whether steps are recorded: the same state either way, so captured and
-/// eager runs resume from each other's checkpoints.
-struct CaptureRole {
-  static constexpr const char* name = "capture";
-  using Default = capture::None;
-  template <class P>
-  static constexpr bool accepts = CapturePolicy<P>;
-  template <class P>
-  static constexpr bool check() {
-    return check_capture<P>();
-  }
-  static constexpr bool checkpointed = false;
-};
+TRAINKIT_POLICY_ROLE(OptimizerRole, "optimizer", optim::AdamW, OptimizerPolicy, check_optimizer,
+                     true)
+TRAINKIT_POLICY_ROLE(SchedulerRole, "scheduler", sched::Constant, SchedulerPolicy, check_scheduler,
+                     true)
+TRAINKIT_POLICY_ROLE(PrecisionRole, "precision", precision::Fp32, PrecisionPolicy, check_precision,
+                     true)
+TRAINKIT_POLICY_ROLE(AccumulateRole, "accumulate", accumulate::None, AccumulatePolicy,
+                     check_accumulate, true)
+TRAINKIT_POLICY_ROLE(ClipRole, "clip", clip::None, ClipPolicy, check_clip, true)
+TRAINKIT_POLICY_ROLE(ParallelRole, "parallel", parallel::Single, ParallelPolicy, check_parallel,
+                     true)
+// Whether steps are recorded: the same state either way, so captured and
+// eager runs resume from each other's checkpoints.
+TRAINKIT_POLICY_ROLE(CaptureRole, "capture", capture::None, CapturePolicy, check_capture, false)
+#undef TRAINKIT_POLICY_ROLE
 
 /// The roles in Trainer's template order.
 using PolicyRoles = std::tuple<OptimizerRole, SchedulerRole, PrecisionRole, AccumulateRole,
