@@ -7,8 +7,11 @@
 #                                      compiled, the readers fuzzed; Debian 12 (LibTorch 1.13, GCC 12):
 #                                      release and the data tests under TSan
 #   scripts/run.sh test-full           all of `test`, then the suite under ASan + UBSan
-#   scripts/run.sh gpu                 on a CUDA machine: the suite, the demo in fp16 and
-#                                      bf16 and the benchmarks, into one results folder
+#   scripts/run.sh gpu                 on a CUDA machine, in minutes: the CUDA tests, the
+#                                      demo in fp16 and bf16, the GPU benchmarks against
+#                                      PyTorch eager, fused and reduce-overhead
+#   scripts/run.sh gpu-full            all of `gpu`, every torch.compile mode and Lightning,
+#                                      then the CPU suite and benchmarks on that machine
 #   scripts/run.sh tune [tune flags]   a hyperparameter search over the demo CNN
 #   scripts/run.sh bench               build and run the benchmarks
 set -euo pipefail
@@ -92,8 +95,8 @@ torch_prefix() {
     echo "trainkit: no LibTorch: set TRAINKIT_TORCH_PREFIX or install PyTorch" >&2; exit 1; }
 }
 
-gpu() {
-  local out=${TRAINKIT_RESULTS_DIR:-build/gpu-results} deps=${TRAINKIT_DEPS_DIR:-}
+gpu() {  # gpu [full]
+  local full=${1:-} out=${TRAINKIT_RESULTS_DIR:-build/gpu-results} deps=${TRAINKIT_DEPS_DIR:-}
   mkdir -p "$out"; out=$(cd "$out" && pwd)
   local prefix; prefix=$(torch_prefix)
   local paths="$prefix"
@@ -104,21 +107,25 @@ gpu() {
   record() {  # record NAME LOG CMD...: run, log, and add a summary line
     local start=$SECONDS rc=0
     "${@:3}" >"$out/$2" 2>&1 || rc=$?
-    printf '%-34s %-5s %5d s  %s\n' "$1" "$([ $rc -eq 0 ] && echo ok || echo FAIL)" \
+    printf '%-36s %-5s %5d s  %s\n' "$1" "$([ $rc -eq 0 ] && echo ok || echo FAIL)" \
       $((SECONDS - start)) "$2" | tee -a "$out/summary.txt"
     return 0
   }
   nvidia-smi >"$out/nvidia-smi.txt" 2>&1 || true
   python3 -c 'import torch; print(torch.__version__, torch.version.cuda, torch.cuda.get_device_name(0))' \
     >"$out/torch.txt" 2>&1 || true
-  echo "trainkit scripts/run.sh gpu: $(cat "$out/torch.txt" 2>/dev/null)" | tee -a "$out/summary.txt"
+  echo "trainkit scripts/run.sh gpu${full:+-full}: $(cat "$out/torch.txt" 2>/dev/null)" |
+    tee -a "$out/summary.txt"
   record "configure (CUDA LibTorch)" configure.log cmake -S . -B build/gpu -G Ninja \
     -DCMAKE_BUILD_TYPE=Release "-DCMAKE_PREFIX_PATH=$paths" -DTRAINKIT_BUILD_BENCH=ON \
     -DTRAINKIT_VERIFY_HEADERS=OFF -DTRAINKIT_INSTALL=OFF
-  record "build: test_cuda, demo, bench_gpu" build.log \
-    cmake --build build/gpu -j "$(nproc)" --target test_cuda demo bench_gpu
+  record "build: test_cuda, test_io, demo, bench_gpu" build.log \
+    cmake --build build/gpu -j "$(nproc)" --target test_cuda test_io demo bench_gpu
   record "CUDA tests on the GPU" ctest_cuda.log env TRAINKIT_REQUIRE_CUDA=1 \
     ctest --test-dir build/gpu -L cuda -V --timeout 300 --no-tests=error
+  # The wheel's libtorch.so exports its own std::filesystem (decisions 84).
+  record "libstdc++ linked before libtorch.so" ctest_link.log \
+    ctest --test-dir build/gpu -V -R 'std::filesystem calls bind' --no-tests=error
   local demo=build/gpu/examples/demo
   record "demo fp16 (CUDA)" demo_fp16.log \
     "$demo" --precision fp16 --epochs 3 --runs-dir "$out/demo_fp16"
@@ -126,27 +133,31 @@ gpu() {
     "$demo" --precision bf16 --epochs 3 --runs-dir "$out/demo_bf16"
   # The GPU benchmarks against PyTorch on this GPU (docs/benchmarks.md); MFU
   # against the dense fp16/bf16 peak of the H100 and H200 (989 TFLOP/s).
-  local peak=0
+  # max-autotune-no-cudagraphs compiles for minutes per model: gpu-full only.
+  local peak=0 ways=eager,fused,reduce-overhead
   grep -qE 'H100|H200' "$out/nvidia-smi.txt" 2>/dev/null && peak=989e12
+  [ -n "$full" ] && ways=eager,fused,compile,reduce-overhead,max-autotune,lightning
   record "GPU benchmarks: trainkit" gpu_trainkit.jsonl \
     build/gpu/bench/bench_gpu --device cuda --peak-flops "$peak"
-  record "GPU benchmarks: PyTorch" gpu_pytorch.jsonl \
-    python3 bench/gpu_pytorch.py --device cuda --peak-flops "$peak"
+  record "GPU benchmarks: PyTorch ($ways)" gpu_pytorch.jsonl \
+    python3 bench/gpu_pytorch.py --device cuda --peak-flops "$peak" --ways "$ways"
   record "GPU benchmarks: table" gpu_table.md \
     python3 bench/gpu_compare.py "$out/gpu_trainkit.jsonl" "$out/gpu_pytorch.jsonl"
-  # The CPU suite as CI runs it (CUDA hidden: its cases compare with CPU
-  # references). Packaging and the browser screenshot are CPU-side checks CI
-  # runs; two demo ranks cannot share a GPU.
-  record "build: the rest" build_rest.log cmake --build build/gpu -j "$(nproc)"
-  record "suite, CUDA hidden (as on CI)" ctest.log env CUDA_VISIBLE_DEVICES= \
-    ctest --test-dir build/gpu -j 4 --output-on-failure --timeout 300 -LE cuda \
-    -E '^package\.|headless browser'
-  record "benchmarks" bench.log bash bench/run_all.sh build/gpu
+  if [ -n "$full" ]; then
+    # The CPU suite as CI runs it (CUDA hidden: its cases compare with CPU
+    # references). Packaging and the browser screenshot are CPU-side checks CI
+    # runs; two demo ranks cannot share a GPU.
+    record "build: the rest" build_rest.log cmake --build build/gpu -j "$(nproc)"
+    record "suite, CUDA hidden (as on CI)" ctest.log env CUDA_VISIBLE_DEVICES= \
+      ctest --test-dir build/gpu -j 4 --output-on-failure --timeout 300 -LE cuda \
+      -E '^package\.|headless browser'
+    record "benchmarks" bench.log bash bench/run_all.sh build/gpu
+  fi
   {
     grep -h "tests passed\|tests failed\|final:" "$out"/ctest*.log "$out"/demo_*.log 2>/dev/null || true
     cat "$out/gpu_table.md" 2>/dev/null || true
   } | tee -a "$out/summary.txt"
-  echo "results: $out"
+  echo "results: $out (whole run: $SECONDS s)"
   ! grep -q " FAIL " "$out/summary.txt"
 }
 
@@ -172,6 +183,7 @@ case "$cmd" in
          timings "$cmd" ;;
   test-debian13) test_debian13; timings ;;
   gpu)   gpu ;;
+  gpu-full) gpu full ;;
   bench) install_missing "${DEMO_PACKAGES[@]}" libsqlite3-dev python3-optuna; build bench; exec bash bench/run_all.sh build/bench ;;
-  *) echo "usage: scripts/run.sh {setup|demo|tune|test|test-full|gpu|bench} [args]" >&2; exit 2 ;;
+  *) echo "usage: scripts/run.sh {setup|demo|tune|test|test-full|gpu|gpu-full|bench} [args]" >&2; exit 2 ;;
 esac
