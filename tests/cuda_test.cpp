@@ -16,7 +16,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <functional>
 #include <limits>
 #include <memory>
 #include <type_traits>
@@ -28,6 +27,7 @@
 #include <c10/cuda/CUDAStream.h>
 #endif
 
+#include "checkpoint_cases.hpp"
 #include "graph_cases.hpp"
 #include "scaler_trajectory.hpp"
 #include "support.hpp"
@@ -336,27 +336,15 @@ TEST_CASE(
     "checkpoint on CUDA: dropout recomputed from the CUDA generator gives the plain gradients") {
   REQUIRE_CUDA();
   torch::manual_seed(1);
-  torch::nn::Sequential blocks;
-  for (int i = 0; i < 6; ++i) {
-    blocks->push_back(torch::nn::Linear(64, 64));
-    blocks->push_back(torch::nn::ReLU());
-    blocks->push_back(torch::nn::Dropout(0.3));
-  }
+  auto blocks = tk_test::dropout_mlp(64, 6, 0.3);
   blocks->to(cuda);
   memory::CheckpointedSequential segmented(blocks, 2);
   const auto x = torch::randn({32, 64}, cuda);
-  // From seed 7: backward of the output's squares, the gradients, and a draw
-  // after it (the CUDA generator must go on as if nothing was recomputed).
-  const auto run = [&](const std::function<at::Tensor()>& forward) {
-    blocks->zero_grad();
-    torch::manual_seed(7);
-    forward().pow(2).sum().backward();
-    std::vector<at::Tensor> grads;
-    for (const auto& p : blocks->parameters()) grads.push_back(p.grad().clone());
-    return std::pair(grads, torch::rand({16}, cuda));
-  };
-  const auto [plain, draw_plain] = run([&] { return blocks->forward(x); });
-  const auto [ckpt, draw_ckpt] = run([&] { return segmented(x); });
+  // The CUDA generator must go on as if nothing was recomputed.
+  const auto [plain, draw_plain] = tk_test::grads_from_seed(
+      *blocks, [&] { return blocks->forward(x); }, cuda);
+  const auto [ckpt, draw_ckpt] = tk_test::grads_from_seed(
+      *blocks, [&] { return segmented(x); }, cuda);
   REQUIRE(plain.size() == ckpt.size());
   for (size_t i = 0; i < plain.size(); ++i) CHECK(tk_test::max_rel_error(ckpt[i], plain[i]) < 1e-5);
   CHECK(torch::equal(draw_plain, draw_ckpt));

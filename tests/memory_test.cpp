@@ -5,8 +5,10 @@
 #include <trainkit/memory.hpp>
 #include <trainkit/trainkit.hpp>
 
+#include <functional>
 #include <vector>
 
+#include "checkpoint_cases.hpp"
 #include "support.hpp"
 
 using namespace trainkit;
@@ -14,46 +16,24 @@ namespace nn = torch::nn;
 
 namespace {
 
-nn::Sequential mlp(int64_t width, int64_t blocks, double dropout) {
-  nn::Sequential s;
-  for (int64_t i = 0; i < blocks; ++i) {
-    s->push_back(nn::Linear(width, width));
-    s->push_back(nn::ReLU());
-    if (dropout > 0) s->push_back(nn::Dropout(dropout));
-  }
-  return s;
-}
-
-std::vector<at::Tensor> grads(nn::Module& m) {
-  std::vector<at::Tensor> out;
-  for (const auto& p : m.parameters()) out.push_back(p.grad().clone());
-  return out;
-}
+using tk_test::dropout_mlp;
+using tk_test::grads_from_seed;
+using tk_test::grads_of;
 
 void check_close(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b) {
   REQUIRE(a.size() == b.size());
   for (size_t i = 0; i < a.size(); ++i) CHECK(torch::allclose(a[i], b[i], 1e-6, 1e-6));
 }
 
-/// Runs `forward` from seed 7, backward of the output's sum; the gradients,
-/// and a draw after it (the generator must go on as if nothing was recomputed).
-std::pair<std::vector<at::Tensor>, at::Tensor> run(nn::Module& m,
-                                                   const std::function<at::Tensor()>& forward) {
-  m.zero_grad();
-  torch::manual_seed(7);
-  forward().pow(2).sum().backward();
-  return {grads(m), torch::rand({4})};
-}
-
 }  // namespace
 
 TEST_CASE("checkpoint: an MLP with dropout, in segments, has the plain model's gradients") {
   torch::manual_seed(1);
-  auto blocks = mlp(16, 6, 0.3);
+  auto blocks = dropout_mlp(16, 6, 0.3);
   memory::CheckpointedSequential segmented(blocks, 2);
   const auto x = torch::randn({8, 16});
-  const auto [plain, draw_plain] = run(*blocks, [&] { return blocks->forward(x); });
-  const auto [ckpt, draw_ckpt] = run(*blocks, [&] { return segmented(x); });
+  const auto [plain, draw_plain] = grads_from_seed(*blocks, [&] { return blocks->forward(x); });
+  const auto [ckpt, draw_ckpt] = grads_from_seed(*blocks, [&] { return segmented(x); });
   check_close(plain, ckpt);
   CHECK(torch::equal(draw_plain, draw_ckpt));
   // an input that requires grad gets the plain gradient too
@@ -63,7 +43,7 @@ TEST_CASE("checkpoint: an MLP with dropout, in segments, has the plain model's g
   torch::manual_seed(3);
   segmented(xb).sum().backward();
   CHECK(torch::allclose(xa.grad(), xb.grad(), 1e-6, 1e-6));
-  CHECK_THROWS_WITH_AS(memory::CheckpointedSequential(mlp(2, 1, 0), 0),
+  CHECK_THROWS_WITH_AS(memory::CheckpointedSequential(dropout_mlp(2, 1, 0), 0),
                        doctest::Contains("CheckpointedSequential.segment_size"), Error);
 }
 
@@ -74,8 +54,8 @@ TEST_CASE("checkpoint: a CNN with dropout, and nested segments") {
   nn::Sequential holder(c1, c2);  // one module to collect the gradients from
   const auto x = torch::randn({4, 3, 12, 12});
   const auto body = [&](const at::Tensor& in) { return c2(drop(torch::relu(c1(in)))).relu(); };
-  const auto [plain, d1] = run(*holder, [&] { return body(x); });
-  const auto [once, d2] = run(*holder, [&] { return memory::checkpoint(body, x); });
+  const auto [plain, d1] = grads_from_seed(*holder, [&] { return body(x); });
+  const auto [once, d2] = grads_from_seed(*holder, [&] { return memory::checkpoint(body, x); });
   const auto nested = [&] {
     return memory::checkpoint(
         [&](const at::Tensor& in) {
@@ -85,7 +65,7 @@ TEST_CASE("checkpoint: a CNN with dropout, and nested segments") {
         },
         x);
   };
-  const auto [twice, d3] = run(*holder, nested);
+  const auto [twice, d3] = grads_from_seed(*holder, nested);
   check_close(plain, once);
   check_close(plain, twice);
   CHECK(torch::equal(d1, d2));
@@ -100,7 +80,7 @@ TEST_CASE("checkpoint: a Trainer under Every<2> trains the same weights") {
     data.push_back({at::randn({8, 16}, gen), at::randint(0, 16, {8}, gen)});
   const auto train = [&](auto make_model) {
     torch::manual_seed(5);
-    auto blocks = mlp(16, 4, 0.2);
+    auto blocks = dropout_mlp(16, 4, 0.2);
     T trainer(make_model(blocks), {.optim = {.lr = 0.05, .momentum = 0.9}});
     torch::manual_seed(6);
     trainer.fit(task::Classification{}, data, {.epochs = 2});
@@ -119,7 +99,7 @@ TEST_CASE("checkpoint: the peak of activation memory falls with the segments") {
   // (128 KiB) for backward. In segments of 8 only the 8 segment inputs and
   // one segment's activations are alive at once: about a quarter.
   torch::manual_seed(8);
-  auto blocks = mlp(128, 64, 0);
+  auto blocks = dropout_mlp(128, 64, 0);
   memory::CheckpointedSequential segmented(blocks, 8);
   const auto x = torch::randn({256, 128});
   blocks->forward(x).sum().backward();  // the gradients exist before measuring
@@ -162,7 +142,7 @@ TEST_CASE("checkpoint: the recomputation runs with the forward's autocast, on or
       y = segmented ? memory::checkpoint(body, x) : body(x);
     }
     y.to(at::kFloat).pow(2).sum().backward();
-    return grads(*holder);
+    return grads_of(*holder);
   };
   check_close(bf16(false), bf16(true));
   // forward in fp32, backward inside a bf16 region: recomputed in fp32
@@ -171,7 +151,7 @@ TEST_CASE("checkpoint: the recomputation runs with the forward's autocast, on or
     const auto y = segmented ? memory::checkpoint(body, x) : body(x);
     AutocastScope cpu(c10::DeviceType::CPU, at::kBFloat16);
     y.pow(2).sum().backward();
-    return grads(*holder);
+    return grads_of(*holder);
   };
   check_close(fp32(false), fp32(true));
 }

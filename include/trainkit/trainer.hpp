@@ -356,9 +356,9 @@ class Trainer {
 
   /// One micro-batch's share of the epoch's counters and loss.
   void account_micro_batch(TrainState& state, const at::Tensor& loss, int64_t batch_size) {
-    epoch_loss_.add(loss);
-    // Held until the next micro-batch, a device loss without its graph (decision 88).
-    state.loss_tensor_ = loss.is_cpu() ? loss : loss.detach();
+    const auto held = loss.is_cpu() || !loss.requires_grad() ? loss : loss.detach();
+    epoch_loss_.add(held);
+    state.loss_tensor_ = held;  // until the next micro-batch; on a device, graph-free (decision 88)
     state.samples_seen += batch_size;
     ++state.batch;
   }

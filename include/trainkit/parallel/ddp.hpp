@@ -161,7 +161,7 @@ class DDP {
       buckets_[i].name = "all-reduce of gradient bucket " + std::to_string(i) + " of " +
                          std::to_string(buckets_.size());
     }
-    for (size_t i = 0; i < slots_.size(); ++i) hook(i);
+    hook_all();
     reset_window();
     return flat;
   }
@@ -169,9 +169,9 @@ class DDP {
   /// Before each backward: re-makes the hooked accumulators on the current
   /// stream when they were made on another (see the file comment).
   void follow_current_stream() {
-    if (slots_.empty() || current_stream_id() == hooks_stream_) return;
+    if (hooks_.empty() || current_stream_id() == hooks_stream_) return;
     remove_hooks();
-    for (size_t i = 0; i < slots_.size(); ++i) hook(i);
+    hook_all();
   }
 
   /// A scope inside which gradients accumulate locally (no bucket starts).
@@ -294,8 +294,14 @@ class DDP {
     return c10::impl::VirtualGuardImpl(device.type()).getStream(device).id();
   }
 
+  /// Hooks every parameter's accumulator, made on (or kept from) the current stream.
+  void hook_all() {
+    if (slots_.empty()) return;
+    hooks_stream_ = current_stream_id();
+    for (size_t i = 0; i < slots_.size(); ++i) hook(i);
+  }
+
   void hook(size_t slot) {
-    if (slot == 0) hooks_stream_ = current_stream_id();
     auto acc = torch::autograd::impl::grad_accumulator(slots_[slot].param);
     const auto key = acc->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
         [this, slot](const torch::autograd::variable_list& outputs,

@@ -127,15 +127,6 @@ class ProcessGroup {
     }
   }
 
-  bool capturing() const {
-#if TRAINKIT_HAS_CUDA
-    return backend_ == "nccl" &&
-           c10::cuda::currentStreamCaptureStatusMayInitCtx() != c10::cuda::CaptureStatus::None;
-#else
-    return false;
-#endif
-  }
-
   void all_reduce(const at::Tensor& t, const std::string& what, Op op = c10d::ReduceOp::SUM) {
     wait(all_reduce_async(t, op), what);
   }
@@ -164,6 +155,16 @@ class ProcessGroup {
   }
 
  private:
+  /// Whether this NCCL group's collectives are being recorded into a CUDA graph.
+  bool capturing() const {
+#if TRAINKIT_HAS_CUDA
+    return backend_ == "nccl" &&
+           c10::cuda::currentStreamCaptureStatusMayInitCtx() != c10::cuda::CaptureStatus::None;
+#else
+    return false;
+#endif
+  }
+
   std::string where() const {
     return "trainkit: rank " + std::to_string(env_.rank) + " of " +
            std::to_string(env_.world_size) + ": ";

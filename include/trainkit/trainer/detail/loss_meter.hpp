@@ -64,8 +64,8 @@ TRAINKIT_INLINE void LossMeter::add(const at::Tensor& loss) {
         break;
     }
   }
-  torch::NoGradGuard no_grad;
-  const auto value = loss.detach().to(at::kDouble).reshape({});
+  torch::NoGradGuard no_grad;  // the sum records no graph
+  const auto value = loss.to(at::kDouble).reshape({});
   device_sum_ = device_sum_.defined() ? device_sum_.add_(value) : value.clone();
 }
 #endif  // TRAINKIT_DEFINITIONS
