@@ -3,8 +3,9 @@
 // CIFAR-10-shaped synthetic data, batch 2048, AdamW + OneCycle, fp16 and
 // bf16) and two overhead-bound cases (the tiny MLP 32-64-10 at batch 32, a
 // stack of 2 transformer encoder blocks at batch 8), each with eager steps
-// and with the whole step captured (parallel::CudaGraph). One JSON line per
-// case and mode.
+// and with the whole step captured (parallel::CudaGraph); ResNet-10 also with
+// trainkit's fused batch norm + ReLU blocks (examples/resnet.hpp). One JSON
+// line per case and mode.
 //
 //   bench_gpu [--device cuda|cpu] [--cases resnet10,mlp,transformer]
 //             [--steps N] [--batch-scale F] [--peak-flops F]
@@ -24,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "../examples/resnet.hpp"
 #include "bench_util.hpp"
 
 #if TRAINKIT_HAS_CUDA
@@ -34,53 +36,6 @@ using namespace trainkit;
 namespace nn = torch::nn;
 
 namespace {
-
-struct BasicBlockImpl : nn::Module {
-  BasicBlockImpl(int64_t in, int64_t out, int64_t stride) {
-    conv1 = register_module(
-        "conv1", nn::Conv2d(nn::Conv2dOptions(in, out, 3).stride(stride).padding(1).bias(false)));
-    bn1 = register_module("bn1", nn::BatchNorm2d(out));
-    conv2 =
-        register_module("conv2", nn::Conv2d(nn::Conv2dOptions(out, out, 3).padding(1).bias(false)));
-    bn2 = register_module("bn2", nn::BatchNorm2d(out));
-    if (stride != 1 || in != out) {
-      down = register_module(
-          "down",
-          nn::Sequential(nn::Conv2d(nn::Conv2dOptions(in, out, 1).stride(stride).bias(false)),
-                         nn::BatchNorm2d(out)));
-    }
-  }
-  at::Tensor forward(const at::Tensor& x) {
-    auto y = bn2(conv2(torch::relu(bn1(conv1(x)))));
-    return torch::relu(y + (down ? down->forward(x) : x));
-  }
-  nn::Conv2d conv1{nullptr}, conv2{nullptr};
-  nn::BatchNorm2d bn1{nullptr}, bn2{nullptr};
-  nn::Sequential down{nullptr};
-};
-TORCH_MODULE(BasicBlock);
-
-/// ResNet-10: a 3x3 stem and one basic block per stage (64-128-256-512), as
-/// the seed's CIFAR-10 network (bench/gpu_pytorch.py builds the same).
-struct ResNet10Impl : nn::Module {
-  ResNet10Impl() {
-    stem = register_module("stem", nn::Conv2d(nn::Conv2dOptions(3, 64, 3).padding(1).bias(false)));
-    bn = register_module("bn", nn::BatchNorm2d(64));
-    blocks =
-        register_module("blocks", nn::Sequential(BasicBlock(64, 64, 1), BasicBlock(64, 128, 2),
-                                                 BasicBlock(128, 256, 2), BasicBlock(256, 512, 2)));
-    fc = register_module("fc", nn::Linear(512, 10));
-  }
-  at::Tensor forward(const at::Tensor& x) {
-    auto y = blocks->forward(torch::relu(bn(stem(x))));
-    return fc(torch::adaptive_avg_pool2d(y, {1, 1}).flatten(1));
-  }
-  nn::Conv2d stem{nullptr};
-  nn::BatchNorm2d bn{nullptr};
-  nn::Sequential blocks{nullptr};
-  nn::Linear fc{nullptr};
-};
-TORCH_MODULE(ResNet10);
 
 struct TinyMlpImpl : nn::Module {
   TinyMlpImpl() {
@@ -160,6 +115,7 @@ struct Case {
   std::vector<int64_t> batch_shape;
   int64_t classes = 10;
   bool channels_last = false;
+  std::string blocks = "";  ///< "fused": trainkit's fused batch norm + ReLU blocks
 };
 
 template <class Precision, class Model, class Parallel>
@@ -193,9 +149,10 @@ void run(const Case& c, const Args& args) {
   const double samples_per_s = double(c.batch_shape[0]) / s;
   std::ostringstream f;
   f << "\"case\": \"" << c.name << "\", \"precision\": \"" << c.precision << "\", \"mode\": \""
-    << (graph ? "graph" : "eager") << "\", \"device\": \"" << device.str()
-    << "\", \"batch\": " << c.batch_shape[0] << ", \"ms_per_step\": " << s * 1e3
-    << ", \"samples_per_s\": " << samples_per_s << ", \"steps_per_s\": " << 1.0 / s;
+    << (graph ? "graph" : "eager") << (c.blocks.empty() ? "" : " " + c.blocks + "-bn")
+    << "\", \"device\": \"" << device.str() << "\", \"batch\": " << c.batch_shape[0]
+    << ", \"ms_per_step\": " << s * 1e3 << ", \"samples_per_s\": " << samples_per_s
+    << ", \"steps_per_s\": " << 1.0 / s;
   if constexpr (graph) {
     // a fallback reason may quote an error: nlohmann's dump escapes it
     f << ", \"graph\": "
@@ -225,6 +182,77 @@ void run_modes(const Case& c, const Args& args) {
     both(std::type_identity<precision::Fp32>{});
 }
 
+/// Milliseconds per call of f, the device synchronised around `iters` calls.
+template <class F>
+double time_ms(const torch::Device& device, int iters, F&& f) {
+  for (int i = 0; i < 3; ++i) f();
+  synchronize(device);
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < iters; ++i) f();
+  synchronize(device);
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+             .count() /
+         iters;
+}
+
+/// ResNet-10's batch norms alone at batch 2048: forward and backward of
+/// BatchNorm2d (+ add) + ReLU against BatchNormReLU2d, and the pass that the
+/// fused forward starts with (ATen's batch_norm_stats), against the time
+/// the bytes they must move take at `bandwidth` (bytes/s, read + written).
+void bn_layers(const Args& args, double bandwidth) {
+  const torch::Device device(args.device);
+  const int64_t batch = std::max<int64_t>(2, int64_t(2048 * args.batch_scale));
+  for (const auto type : {at::kHalf, at::kBFloat16}) {
+    for (const auto& [channels, side] : {std::pair{64, 32}, {128, 16}, {256, 8}, {512, 4}}) {
+      for (const bool residual : {false, true}) {
+        const auto opts = at::TensorOptions(device).dtype(type);
+        const auto cl = at::MemoryFormat::ChannelsLast;
+        const auto x = at::randn({batch, channels, side, side}, opts).contiguous(cl);
+        const auto r = residual ? at::randn_like(x) : at::Tensor();
+        const auto dy = at::randn_like(x);
+        nn::BatchNorm2d bn(channels);
+        trainkit::layers::BatchNormReLU2d fused(channels);
+        bn->to(device), fused->to(device);
+        const auto xg = x.detach().requires_grad_(true);
+        const auto rg = residual ? r.detach().requires_grad_(true) : r;
+        const auto plain = [&] {
+          auto y = bn(xg);
+          torch::relu(residual ? y + rg : y).backward(dy);
+        };
+        const auto fast = [&] { fused(xg, rg).backward(dy); };
+        const auto fast_forward = [&] {
+          torch::NoGradGuard g;
+          (void)fused(x, r);
+        };
+        const auto plain_forward = [&] {
+          torch::NoGradGuard g;
+          auto y = bn(x);
+          (void)torch::relu(residual ? y + r : y);
+        };
+        const auto stats = [&] { (void)at::batch_norm_stats(x, 1e-5); };
+        // passes over the activations the fused step cannot avoid: forward
+        // reads x twice (statistics, then normalise), the residual once, writes
+        // y; backward reads dy, y, x twice and writes dx (and the residual's).
+        const double passes_fwd = 3 + residual, passes = passes_fwd + 7 + residual;
+        const double bytes = double(x.numel()) * double(x.element_size());
+        const int iters = 20;
+        std::ostringstream f;
+        f << "\"case\": \"bn_layer\", \"precision\": \"" << (type == at::kHalf ? "fp16" : "bf16")
+          << "\", \"channels\": " << channels << ", \"side\": " << side
+          << ", \"residual\": " << (residual ? "true" : "false")
+          << ", \"plain_fwd_bwd_ms\": " << time_ms(device, iters, plain)
+          << ", \"fused_fwd_bwd_ms\": " << time_ms(device, iters, fast)
+          << ", \"plain_fwd_ms\": " << time_ms(device, iters, plain_forward)
+          << ", \"fused_fwd_ms\": " << time_ms(device, iters, fast_forward)
+          << ", \"stats_ms\": " << time_ms(device, iters, stats)
+          << ", \"memory_limit_fwd_bwd_ms\": " << passes * bytes / bandwidth * 1e3
+          << ", \"memory_limit_fwd_ms\": " << passes_fwd * bytes / bandwidth * 1e3;
+        bench::report("gpu_bn_layer", f.str());
+      }
+    }
+  }
+}
+
 int64_t scaled(int64_t batch, double scale) {
   return std::max<int64_t>(2, static_cast<int64_t>(double(batch) * scale));
 }
@@ -239,10 +267,13 @@ int main(int argc, char** argv) {
     // fp16 needs CUDA autocast; a CPU smoke run trains in bf16 only.
     for (const char* p : {"fp16", "bf16"}) {
       if (!cuda && std::strcmp(p, "fp16") == 0) continue;
-      run_modes<ResNet10>({"resnet10", p, {scaled(2048, args.batch_scale), 3, 32, 32}, 10, true},
-                          args);
+      const std::vector<int64_t> shape{scaled(2048, args.batch_scale), 3, 32, 32};
+      run_modes<examples::ResNet10<false>>({"resnet10", p, shape, 10, true}, args);
+      run_modes<examples::ResNet10<true>>({"resnet10", p, shape, 10, true, "fused"}, args);
     }
   }
+  if (wants("bn_layers") && cuda)
+    bn_layers(args, 3.0e12);  // the H100's copy rate, docs/benchmarks.md
   if (wants("mlp")) run_modes<TinyMlp>({"mlp", "fp32", {32, 32}}, args);
   if (wants("transformer")) {
     run_modes<SmallTransformer>({"transformer", "fp32", {8, 32, 128}}, args);

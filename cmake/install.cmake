@@ -2,7 +2,8 @@ include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
 set(TRAINKIT_CMAKE_DIR "${CMAKE_INSTALL_DATADIR}/cmake/trainkit")
-install(TARGETS trainkit EXPORT trainkitTargets FILE_SET HEADERS FILE_SET separate_compilation)
+install(TARGETS trainkit EXPORT trainkitTargets FILE_SET HEADERS FILE_SET separate_compilation
+        FILE_SET cuda_kernels)
 install(EXPORT trainkitTargets NAMESPACE trainkit:: DESTINATION "${TRAINKIT_CMAKE_DIR}")
 export(EXPORT trainkitTargets NAMESPACE trainkit::
        FILE "${PROJECT_BINARY_DIR}/trainkitTargets.cmake")

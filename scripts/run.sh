@@ -116,9 +116,11 @@ gpu() {  # gpu [full]
     >"$out/torch.txt" 2>&1 || true
   echo "trainkit scripts/run.sh gpu${full:+-full}: $(cat "$out/torch.txt" 2>/dev/null)" |
     tee -a "$out/summary.txt"
+  # nvcc builds trainkit::cuda_kernels (the fused batch norm) where it is found.
+  local nvcc; nvcc=$(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null || true)
   record "configure (CUDA LibTorch)" configure.log cmake -S . -B build/gpu -G Ninja \
     -DCMAKE_BUILD_TYPE=Release "-DCMAKE_PREFIX_PATH=$paths" -DTRAINKIT_BUILD_BENCH=ON \
-    -DTRAINKIT_VERIFY_HEADERS=OFF -DTRAINKIT_INSTALL=OFF
+    -DTRAINKIT_VERIFY_HEADERS=OFF -DTRAINKIT_INSTALL=OFF ${nvcc:+"-DCMAKE_CUDA_COMPILER=$nvcc"}
   record "build: test_cuda, test_io, demo, bench_gpu" build.log \
     cmake --build build/gpu -j "$(nproc)" --target test_cuda test_io demo bench_gpu
   record "CUDA tests on the GPU" ctest_cuda.log env TRAINKIT_REQUIRE_CUDA=1 \
@@ -139,6 +141,8 @@ gpu() {  # gpu [full]
   [ -n "$full" ] && ways=eager,fused,compile,reduce-overhead,max-autotune,lightning
   record "GPU benchmarks: trainkit" gpu_trainkit.jsonl \
     build/gpu/bench/bench_gpu --device cuda --peak-flops "$peak"
+  record "GPU benchmarks: batch-norm layers" gpu_bn_layers.jsonl \
+    build/gpu/bench/bench_gpu --device cuda --cases bn_layers
   record "GPU benchmarks: PyTorch ($ways)" gpu_pytorch.jsonl \
     python3 bench/gpu_pytorch.py --device cuda --peak-flops "$peak" --ways "$ways"
   record "GPU benchmarks: table" gpu_table.md \

@@ -3,8 +3,8 @@
 // line REQUIRE_CUDA prints): fp16 with PyTorch's `_amp_*` kernels, bf16
 // autocast, pinned side-stream batches, CUDA RNG in checkpoints, NCCL, fused
 // optimizers, whole steps captured as CUDA graphs, activation checkpointing's
-// CUDA generator replay and the batch-size finder meeting a real CUDA
-// out-of-memory.
+// CUDA generator replay, the batch-size finder meeting a real CUDA
+// out-of-memory, and the fused batch-norm kernels.
 #include <trainkit/data.hpp>
 #include <trainkit/finders.hpp>
 #include <trainkit/io.hpp>
@@ -27,6 +27,7 @@
 #include <c10/cuda/CUDAStream.h>
 #endif
 
+#include "batch_norm_cases.hpp"
 #include "checkpoint_cases.hpp"
 #include "graph_cases.hpp"
 #include "scaler_trajectory.hpp"
@@ -403,5 +404,72 @@ TEST_CASE(
   // Half the answer: at the answer itself the cache's fragments may not fit.
   const auto after = trainer.fit(task::Regression{}, make(largest_fit / 2), {.epochs = 1});
   CHECK(std::isfinite(after.metrics.at("train_loss")));
+#endif
+}
+
+TEST_CASE("fused batch norm + ReLU (+ residual) on CUDA: the kernels against the unfused modules") {
+  REQUIRE_CUDA();
+#if TRAINKIT_HAS_CUDA
+  REQUIRE_MESSAGE(TRAINKIT_HAS_FUSED_KERNELS, "test_cuda is built without trainkit::cuda_kernels");
+  const auto channels_last = [](const at::Tensor& t) {
+    return t.contiguous(at::MemoryFormat::ChannelsLast);
+  };
+  uint64_t seed = 10;
+  // 64 channels: 16-byte vectors in every type; 12: vectors in fp32 only; 3: none.
+  for (const auto& [type, tol] :
+       {std::pair{at::kFloat, 1e-5}, std::pair{at::kHalf, 1e-2}, std::pair{at::kBFloat16, 1e-2}}) {
+    for (const int64_t channels : {64, 12, 3}) {
+      for (const bool with_residual : {false, true}) {
+        CAPTURE(type);
+        CAPTURE(channels);
+        CAPTURE(with_residual);
+        // fresh inputs each check, off-centre so that the normalisation matters
+        torch::manual_seed(++seed);
+        const std::vector<int64_t> shape{32, channels, 9, 7};
+        const auto x = channels_last((torch::randn(shape, cuda) * 2 + 0.3).to(type));
+        const auto r =
+            with_residual ? channels_last(torch::randn(shape, cuda).to(type)) : at::Tensor();
+        const auto dy = channels_last(torch::randn(shape, cuda).to(type));
+        auto bn = tk_test::seeded_bn(channels, cuda, seed);
+        auto fused = tk_test::fused_copy(bn);
+        REQUIRE(trainkit::layers::detail::fused_kernels_apply(
+            x, r, fused->weight, fused->bias, fused->running_mean, fused->running_var));
+        {  // NaN in the allocator's free blocks: an output the kernels skip shows
+          std::vector<at::Tensor> poison;
+          for (int i = 0; i < 64; ++i) poison.push_back(torch::full({1 << 18}, NAN, cuda));
+          poison.push_back(torch::full({1 << 24}, NAN, cuda));
+        }
+        const auto got = tk_test::fused_step(fused, x, r, dy);
+        const auto want = tk_test::unfused_step(
+            bn, x.to(at::kFloat), r.defined() ? r.to(at::kFloat) : r, dy.to(at::kFloat));
+        torch::cuda::synchronize();  // throws on an asynchronous kernel error
+        const auto a = got.all(), b = want.all();
+        for (size_t i = 0; i < a.size(); ++i) {
+          CAPTURE(i);
+          REQUIRE(a[i].defined() == b[i].defined());
+          if (!a[i].defined()) continue;
+          CHECK_FALSE(a[i].isnan().any().item<bool>());
+          CHECK(tk_test::max_rel_error(a[i], b[i]) < tol);
+        }
+        CHECK(torch::equal(got.batches, want.batches));
+        // the same gradients on every run: partial sums added in a fixed order
+        auto again = tk_test::fused_copy(bn);
+        const auto repeat = tk_test::fused_step(fused, x, r, dy);
+        const auto first = tk_test::fused_step(again, x, r, dy);
+        CHECK(torch::equal(repeat.dx, first.dx));
+        CHECK(torch::equal(repeat.dw, first.dw));
+        // eval mode: the running statistics normalise (the kernels skip the statistics pass)
+        bn->eval();
+        auto evaluated = tk_test::fused_copy(bn);
+        evaluated->eval();
+        const auto eval_got = tk_test::fused_step(evaluated, x, r, dy);
+        const auto eval_want = tk_test::unfused_step(
+            bn, x.to(at::kFloat), r.defined() ? r.to(at::kFloat) : r, dy.to(at::kFloat));
+        CHECK(tk_test::max_rel_error(eval_got.y, eval_want.y) < tol);
+        CHECK(tk_test::max_rel_error(eval_got.dx, eval_want.dx) < tol);
+        CHECK(tk_test::max_rel_error(eval_got.dw, eval_want.dw) < tol);
+      }
+    }
+  }
 #endif
 }

@@ -1,0 +1,373 @@
+#pragma once
+// Batch norm fused with ReLU, and with the residual add before the ReLU
+// (opt-in): relu(batch_norm(x) [+ residual]) in one pass over memory forward
+// and two backward, where the unfused modules take three to five. Drop-in for
+// torch::nn::BatchNorm2d: the same options, the same state-dict names
+// (weight, bias, running_mean, running_var, num_batches_tracked), the running
+// statistics updated as it updates them, so weights load either way.
+//
+// On CUDA, channels-last fp32/fp16/bf16 tensors run trainkit's own kernels
+// when the program links trainkit::cuda_kernels (nvcc-compiled; it defines
+// TRAINKIT_HAS_FUSED_KERNELS). Everything else, CPUs included, runs the same
+// formulas as ATen operations: correct everywhere, fast where the kernels are.
+#include <torch/autograd.h>
+#include <torch/nn/modules/batchnorm.h>
+#include <torch/nn/modules/common.h>
+#include <torch/nn/modules/container/any_value.h>
+#include <torch/nn/pimpl.h>
+#include <torch/types.h>
+
+#include <cstdint>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "trainkit/error.hpp"
+#ifndef TRAINKIT_HAS_FUSED_KERNELS
+#define TRAINKIT_HAS_FUSED_KERNELS 0
+#endif
+#if TRAINKIT_HAS_FUSED_KERNELS
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGuard.h>
+
+#include "trainkit/layers/detail/batch_norm_act_launch.hpp"
+#endif
+
+namespace trainkit::layers {
+namespace detail {
+
+/// What backward needs, beside the saved tensors.
+struct BatchNormActConfig {
+  bool training = true;
+  bool relu = true;
+  bool residual = false;
+};
+
+/// The reduced dimensions: all but the channels (dimension 1).
+inline std::vector<int64_t> reduced_dims(const at::Tensor& x) {
+  std::vector<int64_t> dims{0};
+  for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
+  return dims;
+}
+
+/// A per-channel vector shaped to broadcast against x.
+inline at::Tensor per_channel(const at::Tensor& v, const at::Tensor& x) {
+  std::vector<int64_t> shape(size_t(x.dim()), 1);
+  shape[1] = -1;
+  return v.view(shape);
+}
+
+inline at::ScalarType compute_type(const at::Tensor& x) {
+  return x.scalar_type() == at::kDouble ? at::kDouble : at::kFloat;
+}
+
+/// The kernels' statistics: batch mean and 1/sqrt(var + eps), in the compute type.
+inline std::pair<at::Tensor, at::Tensor> composite_stats(const at::Tensor& x, double eps) {
+  auto [var, mean] = at::var_mean(x.to(compute_type(x)), reduced_dims(x), /*unbiased=*/false);
+  return {mean, (var + eps).rsqrt()};
+}
+
+inline void update_running(const at::Tensor& running_mean, const at::Tensor& running_var,
+                           const at::Tensor& mean, const at::Tensor& invstd, double momentum,
+                           double eps, int64_t count) {
+  if (!running_mean.defined()) return;
+  at::NoGradGuard no_grad;
+  const double unbias = count > 1 ? double(count) / double(count - 1) : 1.0;
+  const auto var = (invstd.pow(-2) - eps) * unbias;
+  running_mean.mul_(1 - momentum).add_(mean.to(running_mean.scalar_type()), momentum);
+  running_var.mul_(1 - momentum).add_(var.to(running_var.scalar_type()), momentum);
+}
+
+inline at::Tensor composite_forward(const at::Tensor& x, const at::Tensor& residual,
+                                    const at::Tensor& weight, const at::Tensor& bias,
+                                    const at::Tensor& mean, const at::Tensor& invstd, bool relu) {
+  const auto type = compute_type(x);
+  auto scale = invstd.to(type);
+  if (weight.defined()) scale = scale * weight.to(type);
+  auto shift = -mean.to(type) * scale;
+  if (bias.defined()) shift = shift + bias.to(type);
+  auto y = x.to(type) * per_channel(scale, x) + per_channel(shift, x);
+  if (residual.defined()) y = y + residual.to(type);
+  if (relu) y = y.relu();
+  return y.to(x.scalar_type());
+}
+
+/// Returns {grad_x, grad_weight, grad_bias, grad_residual}.
+inline std::vector<at::Tensor> composite_backward(const at::Tensor& grad_y, const at::Tensor& y,
+                                                  const at::Tensor& x, const at::Tensor& weight,
+                                                  const at::Tensor& mean, const at::Tensor& invstd,
+                                                  const BatchNormActConfig& config) {
+  const auto type = compute_type(x);
+  auto g = grad_y.to(type);
+  if (config.relu) g = g * (y > 0);
+  const auto dims = reduced_dims(x);
+  const auto centred = x.to(type) - per_channel(mean.to(type), x);
+  const auto is = invstd.to(type);
+  const auto sum_g = g.sum(dims), sum_gx = (g * centred).sum(dims);
+  const auto a = weight.defined() ? weight.to(type) * is : is;
+  auto dx = g * per_channel(a, x);
+  if (config.training) {
+    const double n = double(x.numel() / x.size(1));
+    dx = dx - per_channel(a * sum_g / n, x) - centred * per_channel(a * is * is * sum_gx / n, x);
+  }
+  return {dx.to(x.scalar_type()),
+          weight.defined() ? (sum_gx * is).to(weight.scalar_type()) : at::Tensor(),
+          weight.defined() ? sum_g.to(weight.scalar_type()) : at::Tensor(),
+          config.residual ? g.to(x.scalar_type()) : at::Tensor()};
+}
+
+#if TRAINKIT_HAS_FUSED_KERNELS
+inline bool aligned(const at::Tensor& t) {
+  return !t.defined() || reinterpret_cast<std::uintptr_t>(t.data_ptr()) % 16 == 0;
+}
+
+inline std::optional<cuda::Scalar> kernel_type(at::ScalarType t) {
+  if (t == at::kFloat) return cuda::Scalar::f32;
+  if (t == at::kHalf) return cuda::Scalar::f16;
+  if (t == at::kBFloat16) return cuda::Scalar::bf16;
+  return std::nullopt;
+}
+
+/// NHWC (or N x C) in memory, so that it is rows x channels, row-major.
+inline bool rows_by_channels(const at::Tensor& t) {
+  return t.dim() == 2 ? t.is_contiguous()
+                      : t.dim() == 4 && t.is_contiguous(at::MemoryFormat::ChannelsLast);
+}
+
+inline bool float_vector(const at::Tensor& t) {
+  return !t.defined() || (t.scalar_type() == at::kFloat && t.is_contiguous() && aligned(t));
+}
+
+inline const float* float_data(const at::Tensor& t) {
+  return t.defined() ? t.data_ptr<float>() : nullptr;
+}
+
+inline void check_launch(const char* error, const char* what) {
+  if (error) throw Error(std::string("trainkit: ") + what + " kernel failed: " + error);
+}
+
+inline int multiprocessors() {
+  return at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+}
+#endif
+
+/// Whether trainkit's CUDA kernels run for these tensors (never without
+/// TRAINKIT_HAS_FUSED_KERNELS): CUDA, rows x channels in memory (NHWC or
+/// N x C), fp32/fp16/bf16 with fp32 parameters and statistics, 16-byte aligned.
+inline bool fused_kernels_apply([[maybe_unused]] const at::Tensor& x,
+                                [[maybe_unused]] const at::Tensor& residual,
+                                [[maybe_unused]] const at::Tensor& weight,
+                                [[maybe_unused]] const at::Tensor& bias,
+                                [[maybe_unused]] const at::Tensor& running_mean,
+                                [[maybe_unused]] const at::Tensor& running_var) {
+#if TRAINKIT_HAS_FUSED_KERNELS
+  const auto type = kernel_type(x.scalar_type());
+  if (!x.is_cuda() || !type || !rows_by_channels(x) || !aligned(x) ||
+      !cuda::supports(x.size(1), *type))
+    return false;
+  if (residual.defined() &&
+      (residual.scalar_type() != x.scalar_type() || residual.sizes() != x.sizes() ||
+       residual.device() != x.device() || !rows_by_channels(residual) || !aligned(residual)))
+    return false;
+  return float_vector(weight) && float_vector(bias) && float_vector(running_mean) &&
+         float_vector(running_var);
+#else
+  return false;
+#endif
+}
+
+/// relu(batch_norm(x) + residual) as one autograd node; backward uses the
+/// saved input, output and statistics (the output is what the next layer
+/// keeps anyway).
+struct BatchNormActFunction : torch::autograd::Function<BatchNormActFunction> {
+  // The optional tensors as c10::optional: LibTorch 1.13's Function takes
+  // no undefined tensor as an input.
+  using Optional = c10::optional<at::Tensor>;
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x,
+                            const Optional& weight_, const Optional& bias_,
+                            const Optional& residual_, const Optional& running_mean_,
+                            const Optional& running_var_, bool training, double momentum,
+                            double eps, bool relu) {
+    const auto weight = weight_.value_or(at::Tensor()), bias = bias_.value_or(at::Tensor());
+    const auto residual = residual_.value_or(at::Tensor());
+    const auto running_mean = running_mean_.value_or(at::Tensor());
+    const auto running_var = running_var_.value_or(at::Tensor());
+    const BatchNormActConfig config{training, relu, residual.defined()};
+    const int64_t count = x.numel() / x.size(1);
+    at::Tensor mean, invstd, y;
+#if TRAINKIT_HAS_FUSED_KERNELS
+    if (fused_kernels_apply(x, residual, weight, bias, running_mean, running_var)) {
+      const c10::cuda::CUDAGuard guard(x.device());
+      if (training) {
+        std::tie(mean, invstd) = at::batch_norm_stats(x, eps);
+      } else {
+        mean = running_mean, invstd = (running_var + eps).rsqrt();
+      }
+      y = at::empty_like(x);
+      cuda::ForwardArgs a;
+      a.x = x.data_ptr(), a.residual = residual.defined() ? residual.data_ptr() : nullptr;
+      a.y = y.data_ptr(), a.mean = mean.data_ptr<float>(), a.invstd = invstd.data_ptr<float>();
+      a.weight = float_data(weight), a.bias = float_data(bias);
+      if (training && running_mean.defined()) {
+        a.running_mean = running_mean.data_ptr<float>();
+        a.running_var = running_var.data_ptr<float>();
+      }
+      a.momentum = float(momentum), a.eps = float(eps);
+      a.unbias = count > 1 ? float(double(count) / double(count - 1)) : 1.f;
+      a.rows = count, a.channels = x.size(1), a.type = *kernel_type(x.scalar_type());
+      a.relu = relu;
+      check_launch(
+          cuda::launch_forward(a, multiprocessors(), at::cuda::getCurrentCUDAStream().stream()),
+          "batch norm forward");
+      ctx->saved_data["fused"] = true;
+    }
+#endif
+    if (!y.defined()) {
+      if (training) {
+        std::tie(mean, invstd) = composite_stats(x, eps);
+        update_running(running_mean, running_var, mean, invstd, momentum, eps, count);
+      } else {
+        mean = running_mean.to(compute_type(x));
+        invstd = (running_var.to(compute_type(x)) + eps).rsqrt();
+      }
+      y = composite_forward(x, residual, weight, bias, mean, invstd, relu);
+      ctx->saved_data["fused"] = false;
+    }
+    ctx->save_for_backward({x, weight, mean, invstd, y});
+    ctx->saved_data["training"] = training;
+    ctx->saved_data["relu"] = relu;
+    ctx->saved_data["residual"] = config.residual;
+    return y;
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const auto &x = saved[0], &weight = saved[1], &mean = saved[2], &invstd = saved[3],
+               &y = saved[4];
+    const BatchNormActConfig config{ctx->saved_data["training"].toBool(),
+                                    ctx->saved_data["relu"].toBool(),
+                                    ctx->saved_data["residual"].toBool()};
+    std::vector<at::Tensor> g;
+#if TRAINKIT_HAS_FUSED_KERNELS
+    if (ctx->saved_data["fused"].toBool())
+      g = fused_backward(grads[0], y, x, weight, mean, invstd, config);
+#endif
+    if (g.empty()) g = composite_backward(grads[0], y, x, weight, mean, invstd, config);
+    return {g[0], g[1], g[2], g[3], {}, {}, {}, {}, {}, {}};
+  }
+
+#if TRAINKIT_HAS_FUSED_KERNELS
+  static std::vector<at::Tensor> fused_backward(const at::Tensor& grad_y, const at::Tensor& y,
+                                                const at::Tensor& x, const at::Tensor& weight,
+                                                const at::Tensor& mean, const at::Tensor& invstd,
+                                                const BatchNormActConfig& config) {
+    const c10::cuda::CUDAGuard guard(x.device());
+    // The incoming gradient may have any layout: the kernels read it as x's.
+    const auto dy = grad_y.is_contiguous(x.suggest_memory_format()) && aligned(grad_y)
+                        ? grad_y
+                        : grad_y.contiguous(x.suggest_memory_format());
+    const int64_t rows = x.numel() / x.size(1), channels = x.size(1);
+    const int sms = multiprocessors();
+    const auto type = *kernel_type(x.scalar_type());
+    const auto floats = x.options().dtype(at::kFloat);
+    auto workspace =
+        at::empty({cuda::backward_workspace_floats(rows, channels, type, sms)}, floats);
+    at::Tensor dx = at::empty_like(x), dw, db, dr;
+    if (weight.defined()) dw = at::empty({channels}, floats), db = at::empty({channels}, floats);
+    if (config.residual) dr = at::empty_like(x);
+    cuda::BackwardArgs a;
+    a.grad_y = dy.data_ptr(), a.y = y.data_ptr(), a.x = x.data_ptr();
+    a.mean = mean.data_ptr<float>(), a.invstd = invstd.data_ptr<float>();
+    a.weight = float_data(weight), a.grad_weight = dw.defined() ? dw.data_ptr<float>() : nullptr;
+    a.grad_bias = db.defined() ? db.data_ptr<float>() : nullptr;
+    a.grad_x = dx.data_ptr(), a.grad_residual = dr.defined() ? dr.data_ptr() : nullptr;
+    a.workspace = workspace.data_ptr<float>();
+    a.rows = rows, a.channels = channels, a.type = type;
+    a.relu = config.relu, a.training = config.training;
+    check_launch(cuda::launch_backward(a, sms, at::cuda::getCurrentCUDAStream().stream()),
+                 "batch norm backward");
+    return {dx, dw, db, dr};
+  }
+#endif
+};
+
+}  // namespace detail
+
+namespace functional {
+
+/// relu(batch_norm(input) + residual), residual optional, as
+/// torch::nn::functional::batch_norm takes its arguments: in training mode
+/// the batch's statistics normalise and the running ones (when given) move
+/// by `momentum`; otherwise the running statistics normalise.
+inline at::Tensor batch_norm_relu(const at::Tensor& input, const at::Tensor& running_mean,
+                                  const at::Tensor& running_var, const at::Tensor& weight,
+                                  const at::Tensor& bias, bool training, double momentum,
+                                  double eps, const at::Tensor& residual = {}, bool relu = true) {
+  if (input.dim() < 2)
+    throw Error("trainkit: batch_norm_relu: input has " + std::to_string(input.dim()) +
+                " dimensions; accepted: (N, C, ...)");
+  if (!training && (!running_mean.defined() || !running_var.defined()))
+    throw Error(
+        "trainkit: batch_norm_relu: training is false and the running statistics are "
+        "missing; accepted: running_mean and running_var, or training = true");
+  if (residual.defined() && residual.sizes() != input.sizes())
+    throw Error("trainkit: batch_norm_relu: residual's shape " + c10::str(residual.sizes()) +
+                " differs from the input's " + c10::str(input.sizes()));
+  if (training && input.numel() / input.size(1) < 2)
+    throw Error("trainkit: batch_norm_relu: one value per channel in training mode (input " +
+                c10::str(input.sizes()) + "); accepted: more than one");
+  const auto optional = [](const at::Tensor& t) {
+    return t.defined() ? c10::optional<at::Tensor>(t) : c10::nullopt;
+  };
+  return detail::BatchNormActFunction::apply(input, optional(weight), optional(bias),
+                                             optional(residual), optional(running_mean),
+                                             optional(running_var), training, momentum, eps, relu);
+}
+
+}  // namespace functional
+
+/// BatchNorm2d followed by ReLU, with an optional residual added before the
+/// ReLU: `bn_relu(x)` or `bn_relu(x, shortcut)`. Parameters, buffers, options
+/// and state-dict names are torch::nn::BatchNorm2d's.
+/// (NormImplBase, not BatchNormImplBase: LibTorch compiles the latter's
+/// members for its own modules only.)
+class BatchNormReLU2dImpl
+    : public torch::nn::NormImplBase<2, BatchNormReLU2dImpl, torch::nn::BatchNormOptions> {
+ public:
+  using NormImplBase::NormImplBase;
+
+  at::Tensor forward(const at::Tensor& input, const at::Tensor& residual = {}) {
+    _check_input_dim(input);
+    double factor = options.momentum().value_or(0.0);
+    const bool update = is_training() && options.track_running_stats();
+    if (update && num_batches_tracked.defined()) {
+      num_batches_tracked += 1;
+      // as torch::nn::BatchNorm2d: a cumulative average reads the count
+      if (!options.momentum()) factor = 1.0 / num_batches_tracked.item<double>();
+    }
+    return functional::batch_norm_relu(input, running_mean, running_var, weight, bias,
+                                       is_training() || !options.track_running_stats(), factor,
+                                       options.eps(), residual);
+  }
+
+  void pretty_print(std::ostream& stream) const override {
+    stream << "trainkit::layers::BatchNormReLU2d(" << options.num_features()
+           << ", eps=" << options.eps() << ")";
+  }
+
+ protected:
+  FORWARD_HAS_DEFAULT_ARGS({1, torch::nn::AnyValue(at::Tensor())})
+
+  void _check_input_dim(const at::Tensor& input) override {
+    if (input.dim() != 4)
+      throw Error("trainkit: BatchNormReLU2d: expected a 4-D input (N, C, H, W), got " +
+                  std::to_string(input.dim()) + " dimensions");
+  }
+};
+TORCH_MODULE(BatchNormReLU2d);
+
+}  // namespace trainkit::layers

@@ -1,0 +1,307 @@
+#pragma once
+// The fused batch-norm kernels (nvcc only). Exactly one CUDA file of a
+// program includes this (trainkit's own is src/cuda_kernels.cu, built as
+// trainkit_cuda_kernels): it defines the launch functions. Layout: x is rows x channels, row-major
+// (NHWC). A block is channel groups (x) by rows (y): each thread owns V
+// consecutive channels for the whole launch, so its per-channel constants
+// live in registers, and a warp reads consecutive rows, i.e. contiguous
+// memory, 16 bytes per thread. Reductions go through per-block partial sums
+// added in a fixed order: the gradients are the same on every run.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "trainkit/layers/detail/batch_norm_act_launch.hpp"
+
+namespace trainkit::layers::detail::cuda {
+namespace kernels {
+
+constexpr int kThreads = 256;
+// Channel groups per block, at most: its reduction's shared memory stays
+// within the default 48 KB (2 x 512 threads x 8 floats).
+constexpr int kMaxGroups = 512;
+constexpr int kBlocksPerSm = 8;
+
+__device__ __forceinline__ float to_float(float v) {
+  return v;
+}
+__device__ __forceinline__ float to_float(__half v) {
+  return __half2float(v);
+}
+__device__ __forceinline__ float to_float(__nv_bfloat16 v) {
+  return __bfloat162float(v);
+}
+template <class T>
+__device__ __forceinline__ T from_float(float v);
+template <>
+__device__ __forceinline__ float from_float<float>(float v) {
+  return v;
+}
+template <>
+__device__ __forceinline__ __half from_float<__half>(float v) {
+  return __float2half_rn(v);
+}
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
+
+template <class T, int V>
+struct alignas(sizeof(T) * V) Pack {
+  T v[V];
+};
+
+template <class T, int V>
+__device__ __forceinline__ void load(const T* p, float (&out)[V]) {
+  const Pack<T, V> pack = *reinterpret_cast<const Pack<T, V>*>(p);
+#pragma unroll
+  for (int i = 0; i < V; ++i) out[i] = to_float(pack.v[i]);
+}
+
+template <class T, int V>
+__device__ __forceinline__ void store(T* p, const float (&in)[V]) {
+  Pack<T, V> pack;
+#pragma unroll
+  for (int i = 0; i < V; ++i) pack.v[i] = from_float<T>(in[i]);
+  *reinterpret_cast<Pack<T, V>*>(p) = pack;
+}
+
+template <class T, int V, bool Residual, bool Relu>
+__global__ void __launch_bounds__(kMaxGroups) forward(ForwardArgs a) {
+  const int64_t c0 = int64_t(threadIdx.x) * V;
+  float scale[V], shift[V];
+#pragma unroll
+  for (int i = 0; i < V; ++i) {
+    const int64_t c = c0 + i;
+    const float w = a.weight ? a.weight[c] : 1.f, b = a.bias ? a.bias[c] : 0.f;
+    scale[i] = w * a.invstd[c];
+    shift[i] = b - a.mean[c] * scale[i];
+  }
+  if (a.running_mean && blockIdx.x == 0 && threadIdx.y == 0) {
+#pragma unroll
+    for (int i = 0; i < V; ++i) {
+      const int64_t c = c0 + i;
+      const float var = 1.f / (a.invstd[c] * a.invstd[c]) - a.eps;
+      a.running_mean[c] = (1.f - a.momentum) * a.running_mean[c] + a.momentum * a.mean[c];
+      a.running_var[c] = (1.f - a.momentum) * a.running_var[c] + a.momentum * var * a.unbias;
+    }
+  }
+  const T* x = static_cast<const T*>(a.x);
+  const T* r = static_cast<const T*>(a.residual);
+  T* y = static_cast<T*>(a.y);
+  const int64_t stride = int64_t(gridDim.x) * blockDim.y;
+  for (int64_t row = int64_t(blockIdx.x) * blockDim.y + threadIdx.y; row < a.rows; row += stride) {
+    const int64_t at = row * a.channels + c0;
+    float v[V], res[V];
+    load<T, V>(x + at, v);
+    if constexpr (Residual) load<T, V>(r + at, res);
+#pragma unroll
+    for (int i = 0; i < V; ++i) {
+      v[i] = v[i] * scale[i] + shift[i];
+      if constexpr (Residual) v[i] += res[i];
+      if constexpr (Relu) v[i] = v[i] > 0.f ? v[i] : 0.f;
+    }
+    store<T, V>(y + at, v);
+  }
+}
+
+// The gradient through the activation: dy where the output is positive (relu).
+template <class T, int V, bool Relu>
+__device__ __forceinline__ void masked_grad(const BackwardArgs& a, int64_t at, float (&g)[V]) {
+  load<T, V>(static_cast<const T*>(a.grad_y) + at, g);
+  if constexpr (Relu) {
+    float out[V];
+    load<T, V>(static_cast<const T*>(a.y) + at, out);
+#pragma unroll
+    for (int i = 0; i < V; ++i) g[i] = out[i] > 0.f ? g[i] : 0.f;
+  }
+}
+
+// g = relu's mask applied to dy; per block: sum g and sum g * (x - mean).
+template <class T, int V, bool Relu>
+__global__ void __launch_bounds__(kMaxGroups) backward_reduce(BackwardArgs a) {
+  extern __shared__ float shared[];  // [2][blockDim.y][blockDim.x * V]
+  const int64_t c0 = int64_t(threadIdx.x) * V;
+  float mean[V], sum_g[V] = {}, sum_gx[V] = {};
+#pragma unroll
+  for (int i = 0; i < V; ++i) mean[i] = a.mean[c0 + i];
+  const T* x = static_cast<const T*>(a.x);
+  const int64_t stride = int64_t(gridDim.x) * blockDim.y;
+  for (int64_t row = int64_t(blockIdx.x) * blockDim.y + threadIdx.y; row < a.rows; row += stride) {
+    const int64_t at = row * a.channels + c0;
+    float g[V], in[V];
+    masked_grad<T, V, Relu>(a, at, g);
+    load<T, V>(x + at, in);
+#pragma unroll
+    for (int i = 0; i < V; ++i) {
+      sum_g[i] += g[i];
+      sum_gx[i] += g[i] * (in[i] - mean[i]);
+    }
+  }
+  const int width = blockDim.x * V, rows = blockDim.y;
+  float* sg = shared + threadIdx.y * width + c0;
+  float* sgx = shared + (rows + threadIdx.y) * width + c0;
+#pragma unroll
+  for (int i = 0; i < V; ++i) sg[i] = sum_g[i], sgx[i] = sum_gx[i];
+  __syncthreads();
+  // Each thread of the block adds one channel's column, rows in order.
+  const int tid = threadIdx.y * blockDim.x + threadIdx.x;
+  for (int c = tid; c < width; c += blockDim.x * blockDim.y) {
+    float total_g = 0.f, total_gx = 0.f;
+    for (int k = 0; k < rows; ++k) total_g += shared[k * width + c];
+    for (int k = 0; k < rows; ++k) total_gx += shared[(rows + k) * width + c];
+    a.workspace[int64_t(blockIdx.x) * a.channels + c] = total_g;
+    a.workspace[int64_t(gridDim.x + blockIdx.x) * a.channels + c] = total_gx;
+  }
+}
+
+// Per channel: the partial sums added in block order, the parameter
+// gradients, and dx's coefficients: dx = A g + B (x - mean) + D.
+__global__ void backward_finalize(BackwardArgs a, int blocks) {
+  const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (c >= a.channels) return;
+  float sum_g = 0.f, sum_gx = 0.f;
+  for (int b = 0; b < blocks; ++b) sum_g += a.workspace[int64_t(b) * a.channels + c];
+  for (int b = 0; b < blocks; ++b) sum_gx += a.workspace[int64_t(blocks + b) * a.channels + c];
+  const float invstd = a.invstd[c], w = a.weight ? a.weight[c] : 1.f;
+  if (a.grad_bias) a.grad_bias[c] = sum_g;
+  if (a.grad_weight) a.grad_weight[c] = sum_gx * invstd;
+  const float A = w * invstd, n = float(a.rows);
+  float* coef = a.workspace + int64_t(2 * blocks) * a.channels;
+  coef[c] = A;
+  coef[a.channels + c] = a.training ? -A * invstd * invstd * sum_gx / n : 0.f;
+  coef[2 * a.channels + c] = a.training ? -A * sum_g / n : 0.f;
+}
+
+template <class T, int V, bool Relu>
+__global__ void __launch_bounds__(kMaxGroups) backward_elementwise(BackwardArgs a, int blocks) {
+  const int64_t c0 = int64_t(threadIdx.x) * V;
+  const float* coef = a.workspace + int64_t(2 * blocks) * a.channels;
+  float A[V], B[V], D[V], mean[V];
+#pragma unroll
+  for (int i = 0; i < V; ++i) {
+    A[i] = coef[c0 + i], B[i] = coef[a.channels + c0 + i], D[i] = coef[2 * a.channels + c0 + i];
+    mean[i] = a.mean[c0 + i];
+  }
+  const T* x = static_cast<const T*>(a.x);
+  T* dx = static_cast<T*>(a.grad_x);
+  T* dr = static_cast<T*>(a.grad_residual);
+  const int64_t stride = int64_t(gridDim.x) * blockDim.y;
+  for (int64_t row = int64_t(blockIdx.x) * blockDim.y + threadIdx.y; row < a.rows; row += stride) {
+    const int64_t at = row * a.channels + c0;
+    float g[V], in[V];
+    masked_grad<T, V, Relu>(a, at, g);
+    if (dx) load<T, V>(x + at, in);
+    if (dr) store<T, V>(dr + at, g);
+    if (dx) {
+#pragma unroll
+      for (int i = 0; i < V; ++i) in[i] = A[i] * g[i] + B[i] * (in[i] - mean[i]) + D[i];
+      store<T, V>(dx + at, in);
+    }
+  }
+}
+
+struct Shape {
+  dim3 block;
+  int blocks;
+};
+
+// The vector width: 16 bytes when the channels split into whole vectors.
+inline int vector_width(int64_t channels, Scalar type) {
+  const int v = type == Scalar::f32 ? 4 : 8;
+  return channels % v == 0 ? v : 1;
+}
+
+inline Shape shape(int64_t rows, int64_t channels, Scalar type, int multiprocessors) {
+  const int groups = int(channels / vector_width(channels, type));
+  const int per_block = std::max(1, kThreads / groups);
+  const int64_t needed = (rows + per_block - 1) / per_block;
+  const int64_t most = int64_t(std::max(multiprocessors, 1)) * kBlocksPerSm;
+  return {dim3(unsigned(groups), unsigned(per_block)),
+          int(std::max<int64_t>(1, std::min(needed, most)))};
+}
+
+template <class T, int V>
+const char* forward_as(const ForwardArgs& a, Shape s, cudaStream_t stream) {
+  const bool res = a.residual != nullptr;
+  if (res && a.relu)
+    forward<T, V, true, true><<<s.blocks, s.block, 0, stream>>>(a);
+  else if (res)
+    forward<T, V, true, false><<<s.blocks, s.block, 0, stream>>>(a);
+  else if (a.relu)
+    forward<T, V, false, true><<<s.blocks, s.block, 0, stream>>>(a);
+  else
+    forward<T, V, false, false><<<s.blocks, s.block, 0, stream>>>(a);
+  const cudaError_t e = cudaGetLastError();
+  return e == cudaSuccess ? nullptr : cudaGetErrorString(e);
+}
+
+template <class T, int V>
+const char* backward_as(const BackwardArgs& a, Shape s, cudaStream_t stream) {
+  const size_t shared = size_t(2) * s.block.x * s.block.y * V * sizeof(float);
+  if (a.relu)
+    backward_reduce<T, V, true><<<s.blocks, s.block, shared, stream>>>(a);
+  else
+    backward_reduce<T, V, false><<<s.blocks, s.block, shared, stream>>>(a);
+  cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) return cudaGetErrorString(e);
+  backward_finalize<<<unsigned((a.channels + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
+      a, s.blocks);
+  e = cudaGetLastError();
+  if (e != cudaSuccess) return cudaGetErrorString(e);
+  if (a.grad_x || a.grad_residual) {
+    if (a.relu)
+      backward_elementwise<T, V, true><<<s.blocks, s.block, 0, stream>>>(a, s.blocks);
+    else
+      backward_elementwise<T, V, false><<<s.blocks, s.block, 0, stream>>>(a, s.blocks);
+    e = cudaGetLastError();
+  }
+  return e == cudaSuccess ? nullptr : cudaGetErrorString(e);
+}
+
+// Calls f.template operator()<T, V>() for the argument's type and width.
+template <class F>
+const char* dispatch(Scalar type, int width, F&& f) {
+  switch (type) {
+    case Scalar::f32:
+      return width == 4 ? f.template operator()<float, 4>() : f.template operator()<float, 1>();
+    case Scalar::f16:
+      return width == 8 ? f.template operator()<__half, 8>() : f.template operator()<__half, 1>();
+    case Scalar::bf16:
+      return width == 8 ? f.template operator()<__nv_bfloat16, 8>()
+                        : f.template operator()<__nv_bfloat16, 1>();
+  }
+  return "trainkit: unknown scalar type";
+}
+
+}  // namespace kernels
+
+bool supports(int64_t channels, Scalar type) {
+  return channels > 0 && channels / kernels::vector_width(channels, type) <= kernels::kMaxGroups;
+}
+
+int64_t backward_workspace_floats(int64_t rows, int64_t channels, Scalar type,
+                                  int multiprocessors) {
+  return (2 * int64_t(kernels::shape(rows, channels, type, multiprocessors).blocks) + 3) * channels;
+}
+
+const char* launch_forward(const ForwardArgs& a, int multiprocessors, void* stream) {
+  if (a.rows == 0) return nullptr;
+  const auto s = kernels::shape(a.rows, a.channels, a.type, multiprocessors);
+  return kernels::dispatch(
+      a.type, kernels::vector_width(a.channels, a.type),
+      [&]<class T, int V>() { return kernels::forward_as<T, V>(a, s, cudaStream_t(stream)); });
+}
+
+const char* launch_backward(const BackwardArgs& a, int multiprocessors, void* stream) {
+  if (a.rows == 0) return nullptr;
+  const auto s = kernels::shape(a.rows, a.channels, a.type, multiprocessors);
+  return kernels::dispatch(
+      a.type, kernels::vector_width(a.channels, a.type),
+      [&]<class T, int V>() { return kernels::backward_as<T, V>(a, s, cudaStream_t(stream)); });
+}
+
+}  // namespace trainkit::layers::detail::cuda

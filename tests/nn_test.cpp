@@ -1,0 +1,167 @@
+// Batch norm fused with ReLU (and the residual add), on CPUs: the composite
+// formulas that the CUDA kernels implement, against autograd of the unfused
+// modules (BatchNorm2d, add, ReLU) in double precision and against finite
+// differences; the running statistics, eval mode, the cumulative average,
+// state dicts, Sequential, channels-last and the errors.
+#include <trainkit/layers/batch_norm_act.hpp>
+
+#include <functional>
+#include <sstream>
+#include <vector>
+
+#include "batch_norm_cases.hpp"
+#include "support.hpp"
+
+using namespace trainkit;
+namespace tnn = torch::nn;
+
+namespace {
+
+const auto f64 = torch::TensorOptions().dtype(torch::kDouble);
+
+void check_steps_equal(const tk_test::BnStep& a, const tk_test::BnStep& b, double tol) {
+  const auto x = a.all(), y = b.all();
+  for (size_t i = 0; i < x.size(); ++i) {
+    CAPTURE(i);
+    REQUIRE(x[i].defined() == y[i].defined());
+    if (x[i].defined()) CHECK(tk_test::max_rel_error(x[i], y[i]) < tol);
+  }
+  CHECK(torch::equal(a.batches, b.batches));
+}
+
+/// Central differences of sum(f() * v) with respect to each entry of t.
+at::Tensor numeric_grad(const std::function<at::Tensor()>& f, at::Tensor t, const at::Tensor& v) {
+  torch::NoGradGuard no_grad;
+  auto flat = t.view({-1});
+  auto grad = torch::zeros_like(flat);
+  const double h = 1e-6;
+  for (int64_t i = 0; i < flat.numel(); ++i) {
+    const double keep = flat[i].item<double>();
+    flat[i] = keep + h;
+    const double up = (f() * v).sum().item<double>();
+    flat[i] = keep - h;
+    const double down = (f() * v).sum().item<double>();
+    flat[i] = keep;
+    grad[i] = (up - down) / (2 * h);
+  }
+  return grad.view_as(t);
+}
+
+}  // namespace
+
+TEST_CASE("BatchNormReLU2d equals BatchNorm2d + add + ReLU in double: outputs, gradients, stats") {
+  for (const bool with_residual : {false, true}) {
+    CAPTURE(with_residual);
+    auto bn = tk_test::seeded_bn(5, torch::kCPU);
+    bn->to(torch::kDouble);
+    auto fused = tk_test::fused_copy(bn);
+    const auto x = torch::randn({6, 5, 4, 3}, f64) * 2 + 0.5;
+    const auto residual = with_residual ? torch::randn({6, 5, 4, 3}, f64) : at::Tensor();
+    const auto dy = torch::randn({6, 5, 4, 3}, f64);
+    // three steps: the running statistics compound as BatchNorm2d's do
+    for (int i = 0; i < 3; ++i) {
+      check_steps_equal(tk_test::fused_step(fused, x * (i + 1), residual, dy),
+                        tk_test::unfused_step(bn, x * (i + 1), residual, dy), 1e-12);
+    }
+    // eval mode: the running statistics normalise, and nothing moves
+    bn->eval(), fused->eval();
+    check_steps_equal(tk_test::fused_step(fused, x, residual, dy),
+                      tk_test::unfused_step(bn, x, residual, dy), 1e-12);
+  }
+}
+
+TEST_CASE("batch_norm_relu's gradients match finite differences (double)") {
+  torch::manual_seed(3);
+  auto x = torch::randn({3, 2, 2, 2}, f64), r = torch::randn({3, 2, 2, 2}, f64);
+  auto w = torch::rand({2}, f64) + 0.5, b = torch::randn({2}, f64);
+  const auto v = torch::randn({3, 2, 2, 2}, f64);
+  for (const bool training : {true, false}) {
+    CAPTURE(training);
+    auto rm = torch::randn({2}, f64), rv = torch::rand({2}, f64) + 0.5;
+    // momentum 0: the running statistics stay put between evaluations
+    const auto f = [&] {
+      return trainkit::layers::functional::batch_norm_relu(x, rm, rv, w, b, training, 0.0, 1e-5, r);
+    };
+    std::vector<at::Tensor> inputs{x, r, w, b};
+    for (auto& t : inputs) t.requires_grad_(true);
+    (f() * v).sum().backward();
+    for (auto& t : inputs) {
+      const auto analytic = t.grad().clone();
+      t.mutable_grad().reset();
+      t.requires_grad_(false);
+      CHECK(tk_test::max_rel_error(analytic, numeric_grad(f, t, v)) < 1e-6);
+    }
+  }
+}
+
+TEST_CASE("BatchNormReLU2d: momentum none is the cumulative average, as BatchNorm2d's") {
+  auto bn = tk_test::seeded_bn(3, torch::kCPU);
+  bn->options.momentum({});
+  bn->to(torch::kDouble);
+  auto fused = tk_test::fused_copy(bn);
+  for (int i = 0; i < 3; ++i) {
+    const auto x = torch::randn({4, 3, 2, 2}, f64) + i;
+    const auto dy = torch::randn({4, 3, 2, 2}, f64);
+    check_steps_equal(tk_test::fused_step(fused, x, {}, dy), tk_test::unfused_step(bn, x, {}, dy),
+                      1e-12);
+  }
+}
+
+TEST_CASE("BatchNormReLU2d has BatchNorm2d's state-dict names, and sits in a Sequential") {
+  auto bn = tk_test::seeded_bn(4, torch::kCPU);
+  auto fused = tk_test::fused_copy(bn);
+  CHECK(fused->named_parameters().keys() == bn->named_parameters().keys());
+  CHECK(fused->named_buffers().keys() == bn->named_buffers().keys());
+  // a Sequential's call passes no residual (the default argument)
+  tnn::Sequential seq(tnn::Conv2d(tnn::Conv2dOptions(2, 4, 3).padding(1)), fused);
+  tnn::Sequential ref(tnn::Conv2d(tnn::Conv2dOptions(2, 4, 3).padding(1)), bn, tnn::ReLU());
+  {
+    torch::NoGradGuard no_grad;
+    seq[0]->as<tnn::Conv2d>()->weight.copy_(ref[0]->as<tnn::Conv2d>()->weight);
+    seq[0]->as<tnn::Conv2d>()->bias.copy_(ref[0]->as<tnn::Conv2d>()->bias);
+  }
+  const auto x = torch::randn({3, 2, 5, 5});
+  CHECK(tk_test::max_rel_error(seq->forward(x), ref->forward(x)) < 1e-6);
+  std::ostringstream printed;
+  printed << *fused;
+  CHECK(printed.str() == "trainkit::layers::BatchNormReLU2d(4, eps=1e-05)");
+}
+
+TEST_CASE("BatchNormReLU2d on channels-last float and bfloat16 CPU tensors") {
+  auto bn = tk_test::seeded_bn(6, torch::kCPU);
+  auto fused = tk_test::fused_copy(bn);
+  const auto x = torch::randn({4, 6, 3, 5}).contiguous(at::MemoryFormat::ChannelsLast);
+  const auto r = torch::randn({4, 6, 3, 5}).contiguous(at::MemoryFormat::ChannelsLast);
+  const auto dy = torch::randn({4, 6, 3, 5});
+  check_steps_equal(tk_test::fused_step(fused, x, r, dy), tk_test::unfused_step(bn, x, r, dy),
+                    1e-5);
+  // bf16 activations with fp32 parameters (autocast's mix): the fp32 math, rounded once
+  auto bn16 = tk_test::seeded_bn(6, torch::kCPU);
+  auto fused16 = tk_test::fused_copy(bn16);
+  const auto x16 = x.to(torch::kBFloat16), r16 = r.to(torch::kBFloat16);
+  const auto y = fused16(x16, r16);
+  CHECK((y.scalar_type() == torch::kBFloat16));
+  CHECK(tk_test::max_rel_error(
+            y, torch::relu(bn16(x16.to(torch::kFloat)) + r16.to(torch::kFloat))) < 1e-2);
+}
+
+TEST_CASE("batch_norm_relu refuses what it cannot normalise, naming it") {
+  trainkit::layers::BatchNormReLU2d m(3);
+  CHECK_THROWS_WITH_AS(m(torch::randn({2, 3})),
+                       "trainkit: BatchNormReLU2d: expected a 4-D input (N, C, H, W), got 2 "
+                       "dimensions",
+                       Error);
+  CHECK_THROWS_WITH_AS(m(torch::randn({2, 3, 4, 4}), torch::randn({2, 3, 4, 5})),
+                       "trainkit: batch_norm_relu: residual's shape [2, 3, 4, 5] differs from "
+                       "the input's [2, 3, 4, 4]",
+                       Error);
+  CHECK_THROWS_WITH_AS(m(torch::randn({1, 3, 1, 1})),
+                       "trainkit: batch_norm_relu: one value per channel in training mode "
+                       "(input [1, 3, 1, 1]); accepted: more than one",
+                       Error);
+  CHECK_THROWS_WITH_AS(trainkit::layers::functional::batch_norm_relu(torch::randn({2, 3}), {}, {},
+                                                                     {}, {}, false, 0.1, 1e-5),
+                       "trainkit: batch_norm_relu: training is false and the running statistics "
+                       "are missing; accepted: running_mean and running_var, or training = true",
+                       Error);
+}
