@@ -2,16 +2,20 @@
 # (fused batch norm + activation), compiled by nvcc once. A program that links
 # it gets TRAINKIT_HAS_FUSED_KERNELS, which turns their use on in the headers;
 # one that does not still builds and runs the same math as ATen operations.
+# nvcc with the C++ compiler the rest of the program builds with (set before
+# the check, which tries that pair: a compiler nvcc does not take means no
+# kernels, not a failed configure); the GPU of this machine unless the user
+# names architectures. Build-tree targets only: an installed trainkit ships
+# the kernels' source for a .cu file of the user's (docs/design.md).
+if(NOT CMAKE_CUDA_HOST_COMPILER)
+  set(CMAKE_CUDA_HOST_COMPILER "${CMAKE_CXX_COMPILER}")
+endif()
 include(CheckLanguage)
 check_language(CUDA)
 if(NOT CMAKE_CUDA_COMPILER)
-  message(STATUS "trainkit: no CUDA compiler: no trainkit::cuda_kernels (fused kernels)")
+  message(STATUS "trainkit: no CUDA compiler that takes ${CMAKE_CUDA_HOST_COMPILER}: no "
+                 "trainkit::cuda_kernels (fused kernels; -DTRAINKIT_CUDA_KERNELS=OFF silences this)")
   return()
-endif()
-# nvcc with the C++ compiler the rest of the program builds with; the GPU of
-# this machine unless the user names architectures.
-if(NOT DEFINED CMAKE_CUDA_HOST_COMPILER)
-  set(CMAKE_CUDA_HOST_COMPILER "${CMAKE_CXX_COMPILER}")
 endif()
 if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
   set(CMAKE_CUDA_ARCHITECTURES native)

@@ -3,6 +3,7 @@
 // modules (BatchNorm2d, add, ReLU) in double precision and against finite
 // differences; the running statistics, eval mode, the cumulative average,
 // state dicts, Sequential, channels-last and the errors.
+#include <trainkit/init.hpp>
 #include <trainkit/layers/batch_norm_act.hpp>
 
 #include <functional>
@@ -153,7 +154,7 @@ TEST_CASE("batch_norm_relu refuses what it cannot normalise, naming it") {
                        Error);
   CHECK_THROWS_WITH_AS(m(torch::randn({2, 3, 4, 4}), torch::randn({2, 3, 4, 5})),
                        "trainkit: batch_norm_relu: residual's shape [2, 3, 4, 5] differs from "
-                       "the input's [2, 3, 4, 4]",
+                       "the input's [2, 3, 4, 4]; accepted: a residual of the input's shape",
                        Error);
   CHECK_THROWS_WITH_AS(m(torch::randn({1, 3, 1, 1})),
                        "trainkit: batch_norm_relu: one value per channel in training mode "
@@ -164,4 +165,73 @@ TEST_CASE("batch_norm_relu refuses what it cannot normalise, naming it") {
                        "trainkit: batch_norm_relu: training is false and the running statistics "
                        "are missing; accepted: running_mean and running_var, or training = true",
                        Error);
+  // a module of the wrong width (BatchNorm2d refuses it too)
+  trainkit::layers::BatchNormReLU2d four(4);
+  CHECK_THROWS_WITH_AS(four(torch::randn({2, 3, 4, 4})),
+                       "trainkit: batch_norm_relu: weight of shape [4] on cpu; accepted: 3 values "
+                       "(the input's channels) on cpu",
+                       Error);
+  CHECK_THROWS_WITH_AS(trainkit::layers::functional::batch_norm_relu(torch::randn({2, 0, 3}), {},
+                                                                     {}, {}, {}, true, 0.1, 1e-5),
+                       "trainkit: batch_norm_relu: input of shape [2, 0, 3]; accepted: (N, C, ...) "
+                       "with C > 0",
+                       Error);
+  // second derivatives would hold the statistics constant: refused, not wrong
+  const auto x = torch::randn({4, 3, 2, 2}, torch::requires_grad());
+  const auto y = m(x).pow(2).sum();
+  CHECK_THROWS_WITH_AS(torch::autograd::grad({y}, {x}, {}, /*retain_graph=*/true,
+                                             /*create_graph=*/true),
+                       doctest::Contains("batch_norm_relu has no double backward"), Error);
+}
+
+TEST_CASE("batch_norm_relu with only a weight, only a bias, or neither: the gradients each has") {
+  namespace F = torch::nn::functional;
+  torch::manual_seed(8);
+  const auto x0 = torch::randn({5, 3, 2, 2}, f64), dy = torch::randn({5, 3, 2, 2}, f64);
+  for (const int which : {0, 1, 2}) {  // weight only, bias only, neither
+    CAPTURE(which);
+    auto w = which == 0 ? (torch::rand({3}, f64) + 0.5).requires_grad_(true) : at::Tensor();
+    auto b = which == 1 ? torch::randn({3}, f64).requires_grad_(true) : at::Tensor();
+    auto x = x0.clone().requires_grad_(true), xr = x0.clone().requires_grad_(true);
+    trainkit::layers::functional::batch_norm_relu(x, {}, {}, w, b, true, 0.1, 1e-5).backward(dy);
+    at::Tensor wr = w.defined() ? w.detach().clone().requires_grad_(true) : w;
+    at::Tensor br = b.defined() ? b.detach().clone().requires_grad_(true) : b;
+    torch::relu(
+        F::batch_norm(xr, {}, {}, F::BatchNormFuncOptions().weight(wr).bias(br).training(true)))
+        .backward(dy);
+    CHECK(tk_test::max_rel_error(x.grad(), xr.grad()) < 1e-12);
+    if (w.defined()) CHECK(tk_test::max_rel_error(w.grad(), wr.grad()) < 1e-12);
+    if (b.defined()) CHECK(tk_test::max_rel_error(b.grad(), br.grad()) < 1e-12);
+  }
+}
+
+TEST_CASE("BatchNormReLU2d without affine parameters or running statistics, as BatchNorm2d") {
+  for (const bool affine : {false, true}) {
+    for (const bool track : {false, true}) {
+      CAPTURE(affine);
+      CAPTURE(track);
+      const auto options = torch::nn::BatchNormOptions(3).affine(affine).track_running_stats(track);
+      torch::nn::BatchNorm2d bn(options);
+      trainkit::layers::BatchNormReLU2d fused(options);
+      bn->to(torch::kDouble), fused->to(torch::kDouble);
+      for (const bool train : {true, false}) {
+        bn->train(train), fused->train(train);
+        const auto x0 = torch::randn({4, 3, 3, 2}, f64) + 1, dy = torch::randn({4, 3, 3, 2}, f64);
+        auto xa = x0.clone().requires_grad_(true), xb = x0.clone().requires_grad_(true);
+        const auto ya = fused(xa), yb = torch::relu(bn(xb));
+        ya.backward(dy), yb.backward(dy);
+        CHECK(tk_test::max_rel_error(ya, yb) < 1e-12);
+        CHECK(tk_test::max_rel_error(xa.grad(), xb.grad()) < 1e-12);
+        if (track) CHECK(torch::allclose(fused->running_var, bn->running_var, 1e-12, 1e-14));
+      }
+    }
+  }
+}
+
+TEST_CASE("init sees BatchNormReLU2d as a norm layer: zero_last_norm zeroes its weight") {
+  torch::nn::Sequential block(torch::nn::Conv2d(torch::nn::Conv2dOptions(2, 4, 3)),
+                              trainkit::layers::BatchNormReLU2d(4));
+  init::zero_last_norm(*block);
+  CHECK(block[1]->named_parameters()["weight"].abs().sum().item<double>() == 0.0);
+  CHECK(init::model(*block).norm == 1);
 }

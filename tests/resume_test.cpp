@@ -388,3 +388,36 @@ TEST_CASE("ModelCheckpoint's best must beat the last best by more than min_delta
                        doctest::Contains("`model_checkpoint.min_delta` = -1 is invalid"), Error);
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("ReduceLROnPlateau resumes: best, bad epochs, cooldown and its lr come back") {
+  at::set_num_threads(1);
+  const auto dir = tk_test::temp_dir("trainkit_resume_plateau");
+  using T = Trainer<optim::SGD, sched::ReduceLROnPlateau>;
+  const auto make = [] {
+    torch::manual_seed(11);
+    return std::make_unique<T>(Net(), T::Options{.optim = {.lr = 0.2},
+                                                 .sched = {.metric = "train_loss",
+                                                           .factor = 0.5,
+                                                           .patience = 0,
+                                                           .threshold = 0.1,
+                                                           .cooldown = 1}});
+  };
+  const FitOptions five_epochs{.epochs = 5};
+  auto reference = make();
+  auto l0 = make_loader();
+  reference->fit(task::Classification{}, *l0, five_epochs);
+  auto first = make();
+  auto l1 = make_loader();
+  first->fit(task::Classification{}, *l1, five_epochs, Interrupt{dir, -1, /*stop_after_epoch=*/1});
+  auto second = make();
+  auto l2 = make_loader();
+  FitOptions resume = five_epochs;
+  resume.resume_from = dir / "epoch-1.ckpt";
+  second->fit(task::Classification{}, *l2, resume);
+  expect_bitwise_equal(second->model(), reference->model());
+  CHECK(second->scheduler().lr() == reference->scheduler().lr());
+  CHECK(second->scheduler().best() == reference->scheduler().best());
+  CHECK(second->scheduler().bad_epochs() == reference->scheduler().bad_epochs());
+  CHECK(reference->scheduler().lr() < 0.2);
+  std::filesystem::remove_all(dir);
+}

@@ -1,7 +1,13 @@
 // Scheduler parity: every schedule against torch.optim.lr_scheduler's own
-// learning rates (and momenta) for 121 steps (tests/reference/sched.json).
+// learning rates (and momenta) for 121 steps (tests/reference/sched.json);
+// ReduceLROnPlateau against PyTorch's on planted metric sequences (plateau.json).
 #include <trainkit/concepts.hpp>
 #include <trainkit/sched.hpp>
+
+#include <limits>
+#include <map>
+#include <string>
+#include <vector>
 
 #include "support.hpp"
 
@@ -76,4 +82,82 @@ TEST_CASE("OneCycle with max_lr = 0 peaks at the optimizer's lr") {
   CHECK(s.lr_at(0) == doctest::Approx(0.02 / 25));
   CHECK(s.lr_at(29) == doctest::Approx(0.02));
   CHECK(s.lr_at(1000) == doctest::Approx(s.lr_at(100)));  // clamped, PyTorch would raise
+}
+
+namespace {
+
+sched::ReduceLROnPlateau plateau_from(const nlohmann::json& j) {
+  sched::ReduceLROnPlateau::Options o;
+  using P = sched::ReduceLROnPlateau;
+  if (j.contains("mode")) o.mode = j["mode"] == "max" ? P::Mode::Max : P::Mode::Min;
+  if (j.contains("factor")) o.factor = j["factor"];
+  if (j.contains("patience")) o.patience = j["patience"];
+  if (j.contains("threshold")) o.threshold = j["threshold"];
+  if (j.contains("threshold_mode"))
+    o.threshold_mode = j["threshold_mode"] == "abs" ? P::Threshold::Abs : P::Threshold::Rel;
+  if (j.contains("cooldown")) o.cooldown = j["cooldown"];
+  if (j.contains("min_lr")) o.min_lr = j["min_lr"];
+  if (j.contains("eps")) o.eps = j["eps"];
+  return P(o);
+}
+
+double metric_of(const nlohmann::json& v) {
+  return v.is_string() ? std::numeric_limits<double>::quiet_NaN() : v.get<double>();
+}
+
+}  // namespace
+
+TEST_CASE("ReduceLROnPlateau matches torch.optim.lr_scheduler.ReduceLROnPlateau epoch by epoch") {
+  const auto ref = tk_test::load_reference("plateau.json");
+  int reductions = 0;
+  for (const auto& c : ref["cases"]) {
+    CAPTURE(c["name"].get<std::string>());
+    auto s = plateau_from(c["options"]);
+    s.start({c["base_lr"].get<double>(), -1});
+    const auto lrs = c["lrs"].get<std::vector<double>>();
+    for (size_t i = 0; i < lrs.size(); ++i) {
+      CAPTURE(i);
+      const double before = s.lr();
+      s.observe(metric_of(c["metrics"][i]));
+      CHECK(s.lr_at(1000) == lrs[i]);  // the same double arithmetic: exact
+      reductions += s.lr() < before;
+    }
+  }
+  CHECK(reductions > 20);  // the planted sequences do make it reduce
+}
+
+TEST_CASE("ReduceLROnPlateau: state dict round trip, warm-up, and its errors") {
+  const auto ref = tk_test::load_reference("plateau.json");
+  const auto& c = ref["cases"][2];  // cooldown and min_lr
+  auto a = plateau_from(c["options"]), b = plateau_from(c["options"]);
+  a.start({0.1, -1});
+  b.start({0.1, -1});
+  const auto& metrics = c["metrics"];
+  for (size_t i = 0; i < 9; ++i) a.observe(metric_of(metrics[i]));
+  b.load_state_dict(a.state_dict());  // mid-cooldown
+  for (size_t i = 9; i < metrics.size(); ++i) {
+    a.observe(metric_of(metrics[i]));
+    b.observe(metric_of(metrics[i]));
+    CHECK(a.lr() == b.lr());
+    CHECK(a.bad_epochs() == b.bad_epochs());
+  }
+  CHECK(b.lr() == c["lrs"].back().get<double>());
+
+  sched::ReduceLROnPlateau warm({.warmup_steps = 4});
+  warm.start({0.2, -1});
+  CHECK(warm.lr_at(0) == doctest::Approx(0.05));
+  CHECK(warm.lr_at(3) == doctest::Approx(0.2));
+  CHECK(warm.lr_at(100) == 0.2);
+
+  CHECK_THROWS_WITH_AS(sched::ReduceLROnPlateau({.factor = 1.0}),
+                       "trainkit: option `sched.factor` = 1 is invalid; accepted: a number in "
+                       "[0, 1)",
+                       Error);
+  sched::ReduceLROnPlateau named({.metric = "val_accuracy"});
+  named.start({0.1, -1});
+  CHECK_THROWS_WITH_AS(named.observe(std::map<std::string, double>{{"train_loss", 1.0}}),
+                       "trainkit: option `sched.metric` = \"val_accuracy\" is invalid; accepted: "
+                       "one of this epoch's metrics (train_loss); val_* metrics need "
+                       "FitOptions::val_data",
+                       Error);
 }

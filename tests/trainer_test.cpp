@@ -304,3 +304,30 @@ TEST_CASE("a user-written optimizer policy plugs in") {
   const auto moved = (model->fc1->weight.detach() - before[0]).abs();
   CHECK(moved.max().item<double>() == doctest::Approx(0.5));
 }
+
+TEST_CASE("the Trainer feeds ReduceLROnPlateau each epoch's metric, and trains at its rate") {
+  const auto ds = regression_data(60);
+  using T = Trainer<optim::SGD, sched::ReduceLROnPlateau>;
+  const sched::ReduceLROnPlateau::Options plateau{.factor = 0.5, .patience = 0, .threshold = 0.05};
+  T trainer(tk_test::seeded_mlp(), T::Options{.optim = {.lr = 0.2}, .sched = plateau});
+  data::TensorBatches batches(ds, {.batch_size = 20}),
+      val(ds, {.batch_size = 60, .shuffle = false});
+  // The same schedule fed by hand with the val_loss the epochs report.
+  sched::ReduceLROnPlateau mirror(plateau);
+  mirror.start({0.2, -1});
+  struct Watch {
+    sched::ReduceLROnPlateau* mirror;
+    std::vector<double> lrs, expected;
+    void on_step_end(TrainState& s) {
+      lrs.push_back(s.lr);
+      expected.push_back(mirror->lr());
+    }
+    void on_epoch_end(TrainState& s) { mirror->observe(s.metrics); }
+  } watch{&mirror, {}, {}};
+  trainer.fit(task::Classification{}, batches, {.epochs = 8, .val_data = val}, std::ref(watch));
+  CHECK(watch.lrs == watch.expected);
+  CHECK(watch.lrs.back() < 0.2);  // it did reduce
+  CHECK(trainer.scheduler().lr() == mirror.lr());
+  CHECK(trainer.optimizer().lr() == mirror.lr());
+  CHECK(trainer.scheduler().best() == mirror.best());
+}

@@ -14,6 +14,7 @@
 #include <concepts>
 #include <cstdint>
 #include <iterator>
+#include <map>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -120,6 +121,12 @@ concept HasLrAt = requires(const S& s, int64_t step) {
 template <class S>
 concept HasMomentumAt = requires(const S& s, int64_t step) {
   { s.momentum_at(step) } -> std::same_as<std::optional<double>>;
+};
+/// Optional: a schedule that reads each epoch's metrics (ReduceLROnPlateau),
+/// given after validation.
+template <class S>
+concept ObservesMetrics = requires(S& s, const std::map<std::string, double>& metrics) {
+  s.observe(metrics);
 };
 template <class S>
 concept SchedulerPolicy = detail::HasDefaultOptions<S> && detail::SchedulerConstructible<S> &&

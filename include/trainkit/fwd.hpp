@@ -29,6 +29,7 @@ class Cosine;
 class WarmupCosine;
 class OneCycle;
 class Linear;
+class ReduceLROnPlateau;
 }  // namespace sched
 namespace precision {
 struct Unscaled;

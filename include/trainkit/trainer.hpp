@@ -218,6 +218,10 @@ class Trainer {
           }
           hooks.template dispatch<OnValidationEnd>(state);
         }
+        if constexpr (ObservesMetrics<Scheduler>) {  // its new rate applies from the next step
+          scheduler_.observe(state.metrics);
+          apply_schedule(state);
+        }
         epoch_done_ = true;
         hooks.template dispatch<OnEpochEnd>(state);
         coordinator().agree_on_stop(state);

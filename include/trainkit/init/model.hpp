@@ -19,6 +19,7 @@
 #include <optional>
 #include <string>
 
+#include "trainkit/detail/norm_tag.hpp"
 #include "trainkit/error.hpp"
 #include "trainkit/init/schemes.hpp"
 
@@ -54,7 +55,8 @@ inline Kind kind_of(torch::nn::Module& m) {
   if (m.as<nn::EmbeddingImpl>()) return Kind::kEmbedding;
   if (m.as<nn::BatchNorm1dImpl>() || m.as<nn::BatchNorm2dImpl>() || m.as<nn::BatchNorm3dImpl>() ||
       m.as<nn::InstanceNorm1dImpl>() || m.as<nn::InstanceNorm2dImpl>() ||
-      m.as<nn::InstanceNorm3dImpl>() || m.as<nn::LayerNormImpl>() || m.as<nn::GroupNormImpl>()) {
+      m.as<nn::InstanceNorm3dImpl>() || m.as<nn::LayerNormImpl>() || m.as<nn::GroupNormImpl>() ||
+      dynamic_cast<trainkit::detail::NormLayerTag*>(&m)) {  // layers::BatchNormReLU2d
     return Kind::kNorm;
   }
   return Kind::kOther;

@@ -1,7 +1,8 @@
 #pragma once
 // Batch norm fused with ReLU, and with the residual add before the ReLU
-// (opt-in): relu(batch_norm(x) [+ residual]) in one pass over memory forward
-// and two backward, where the unfused modules take three to five. Drop-in for
+// (opt-in): relu(batch_norm(x) [+ residual]) with the normalisation, the add
+// and the ReLU in one pass over memory forward (after the statistics pass)
+// and two passes backward, where the unfused modules take more. Drop-in for
 // torch::nn::BatchNorm2d: the same options, the same state-dict names
 // (weight, bias, running_mean, running_var, num_batches_tracked), the running
 // statistics updated as it updates them, so weights load either way.
@@ -25,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include "trainkit/detail/norm_tag.hpp"
 #include "trainkit/error.hpp"
 #ifndef TRAINKIT_HAS_FUSED_KERNELS
 #define TRAINKIT_HAS_FUSED_KERNELS 0
@@ -44,6 +46,8 @@ struct BatchNormActConfig {
   bool training = true;
   bool relu = true;
   bool residual = false;
+  bool weight = true;  ///< which gradients backward returns
+  bool bias = true;
 };
 
 /// The reduced dimensions: all but the channels (dimension 1).
@@ -114,8 +118,8 @@ inline std::vector<at::Tensor> composite_backward(const at::Tensor& grad_y, cons
     dx = dx - per_channel(a * sum_g / n, x) - centred * per_channel(a * is * is * sum_gx / n, x);
   }
   return {dx.to(x.scalar_type()),
-          weight.defined() ? (sum_gx * is).to(weight.scalar_type()) : at::Tensor(),
-          weight.defined() ? sum_g.to(weight.scalar_type()) : at::Tensor(),
+          config.weight ? sum_gx * is : at::Tensor(),  // autograd casts to the parameter's type
+          config.bias ? sum_g : at::Tensor(),
           config.residual ? g.to(x.scalar_type()) : at::Tensor()};
 }
 
@@ -137,16 +141,22 @@ inline bool rows_by_channels(const at::Tensor& t) {
                       : t.dim() == 4 && t.is_contiguous(at::MemoryFormat::ChannelsLast);
 }
 
-inline bool float_vector(const at::Tensor& t) {
-  return !t.defined() || (t.scalar_type() == at::kFloat && t.is_contiguous() && aligned(t));
+// Read a float at a time: no alignment needed (FlatParams packs them unpadded).
+inline bool float_vector(const at::Tensor& t, const at::Tensor& x) {
+  return !t.defined() ||
+         (t.scalar_type() == at::kFloat && t.is_contiguous() && t.device() == x.device());
 }
 
 inline const float* float_data(const at::Tensor& t) {
   return t.defined() ? t.data_ptr<float>() : nullptr;
 }
 
-inline void check_launch(const char* error, const char* what) {
-  if (error) throw Error(std::string("trainkit: ") + what + " kernel failed: " + error);
+inline void check_launch(const char* error, const char* what, const at::Tensor& x) {
+  if (!error) return;
+  throw Error(std::string("trainkit: ") + what + " kernel failed on " +
+              c10::toString(x.scalar_type()) + " " + c10::str(x.sizes()) + ": " + error +
+              " (if it is \"no kernel image\": build trainkit::cuda_kernels with "
+              "CMAKE_CUDA_ARCHITECTURES naming it)");
 }
 
 inline int multiprocessors() {
@@ -172,8 +182,8 @@ inline bool fused_kernels_apply([[maybe_unused]] const at::Tensor& x,
       (residual.scalar_type() != x.scalar_type() || residual.sizes() != x.sizes() ||
        residual.device() != x.device() || !rows_by_channels(residual) || !aligned(residual)))
     return false;
-  return float_vector(weight) && float_vector(bias) && float_vector(running_mean) &&
-         float_vector(running_var);
+  return float_vector(weight, x) && float_vector(bias, x) && float_vector(running_mean, x) &&
+         float_vector(running_var, x);
 #else
   return false;
 #endif
@@ -195,7 +205,8 @@ struct BatchNormActFunction : torch::autograd::Function<BatchNormActFunction> {
     const auto residual = residual_.value_or(at::Tensor());
     const auto running_mean = running_mean_.value_or(at::Tensor());
     const auto running_var = running_var_.value_or(at::Tensor());
-    const BatchNormActConfig config{training, relu, residual.defined()};
+    const BatchNormActConfig config{training, relu, residual.defined(), weight.defined(),
+                                    bias.defined()};
     const int64_t count = x.numel() / x.size(1);
     at::Tensor mean, invstd, y;
 #if TRAINKIT_HAS_FUSED_KERNELS
@@ -204,7 +215,8 @@ struct BatchNormActFunction : torch::autograd::Function<BatchNormActFunction> {
       if (training) {
         std::tie(mean, invstd) = at::batch_norm_stats(x, eps);
       } else {
-        mean = running_mean, invstd = (running_var + eps).rsqrt();
+        // a copy: a training forward before this backward moves the buffer
+        mean = running_mean.clone(), invstd = (running_var + eps).rsqrt();
       }
       y = at::empty_like(x);
       cuda::ForwardArgs a;
@@ -221,7 +233,7 @@ struct BatchNormActFunction : torch::autograd::Function<BatchNormActFunction> {
       a.relu = relu;
       check_launch(
           cuda::launch_forward(a, multiprocessors(), at::cuda::getCurrentCUDAStream().stream()),
-          "batch norm forward");
+          "batch norm forward", x);
       ctx->saved_data["fused"] = true;
     }
 #endif
@@ -230,16 +242,19 @@ struct BatchNormActFunction : torch::autograd::Function<BatchNormActFunction> {
         std::tie(mean, invstd) = composite_stats(x, eps);
         update_running(running_mean, running_var, mean, invstd, momentum, eps, count);
       } else {
-        mean = running_mean.to(compute_type(x));
+        mean = running_mean.to(compute_type(x), /*non_blocking=*/false, /*copy=*/true);
         invstd = (running_var.to(compute_type(x)) + eps).rsqrt();
       }
       y = composite_forward(x, residual, weight, bias, mean, invstd, relu);
       ctx->saved_data["fused"] = false;
     }
-    ctx->save_for_backward({x, weight, mean, invstd, y});
+    // the output only for the ReLU's mask (a plain batch norm saves none)
+    ctx->save_for_backward({x, weight, mean, invstd, relu ? y : at::Tensor()});
     ctx->saved_data["training"] = training;
     ctx->saved_data["relu"] = relu;
     ctx->saved_data["residual"] = config.residual;
+    ctx->saved_data["weight"] = config.weight;
+    ctx->saved_data["bias"] = config.bias;
     return y;
   }
 
@@ -248,9 +263,15 @@ struct BatchNormActFunction : torch::autograd::Function<BatchNormActFunction> {
     const auto saved = ctx->get_saved_variables();
     const auto &x = saved[0], &weight = saved[1], &mean = saved[2], &invstd = saved[3],
                &y = saved[4];
-    const BatchNormActConfig config{ctx->saved_data["training"].toBool(),
-                                    ctx->saved_data["relu"].toBool(),
-                                    ctx->saved_data["residual"].toBool()};
+    // Second derivatives would treat the statistics as constants: refused.
+    if (torch::GradMode::is_enabled())
+      throw Error(
+          "trainkit: batch_norm_relu has no double backward (create_graph = true); "
+          "accepted: first-order gradients, or the unfused modules");
+    const BatchNormActConfig config{
+        ctx->saved_data["training"].toBool(), ctx->saved_data["relu"].toBool(),
+        ctx->saved_data["residual"].toBool(), ctx->saved_data["weight"].toBool(),
+        ctx->saved_data["bias"].toBool()};
     std::vector<at::Tensor> g;
 #if TRAINKIT_HAS_FUSED_KERNELS
     if (ctx->saved_data["fused"].toBool())
@@ -266,10 +287,11 @@ struct BatchNormActFunction : torch::autograd::Function<BatchNormActFunction> {
                                                 const at::Tensor& mean, const at::Tensor& invstd,
                                                 const BatchNormActConfig& config) {
     const c10::cuda::CUDAGuard guard(x.device());
-    // The incoming gradient may have any layout: the kernels read it as x's.
-    const auto dy = grad_y.is_contiguous(x.suggest_memory_format()) && aligned(grad_y)
-                        ? grad_y
-                        : grad_y.contiguous(x.suggest_memory_format());
+    // The incoming gradient may have any layout or offset: the kernels read
+    // it as x's, 16 bytes at a time.
+    const bool readable =
+        rows_by_channels(grad_y) && aligned(grad_y) && grad_y.scalar_type() == x.scalar_type();
+    const auto dy = readable ? grad_y : at::empty_like(x).copy_(grad_y);
     const int64_t rows = x.numel() / x.size(1), channels = x.size(1);
     const int sms = multiprocessors();
     const auto type = *kernel_type(x.scalar_type());
@@ -277,10 +299,11 @@ struct BatchNormActFunction : torch::autograd::Function<BatchNormActFunction> {
     auto workspace =
         at::empty({cuda::backward_workspace_floats(rows, channels, type, sms)}, floats);
     at::Tensor dx = at::empty_like(x), dw, db, dr;
-    if (weight.defined()) dw = at::empty({channels}, floats), db = at::empty({channels}, floats);
+    if (config.weight) dw = at::empty({channels}, floats);
+    if (config.bias) db = at::empty({channels}, floats);
     if (config.residual) dr = at::empty_like(x);
     cuda::BackwardArgs a;
-    a.grad_y = dy.data_ptr(), a.y = y.data_ptr(), a.x = x.data_ptr();
+    a.grad_y = dy.data_ptr(), a.y = y.defined() ? y.data_ptr() : nullptr, a.x = x.data_ptr();
     a.mean = mean.data_ptr<float>(), a.invstd = invstd.data_ptr<float>();
     a.weight = float_data(weight), a.grad_weight = dw.defined() ? dw.data_ptr<float>() : nullptr;
     a.grad_bias = db.defined() ? db.data_ptr<float>() : nullptr;
@@ -289,7 +312,7 @@ struct BatchNormActFunction : torch::autograd::Function<BatchNormActFunction> {
     a.rows = rows, a.channels = channels, a.type = type;
     a.relu = config.relu, a.training = config.training;
     check_launch(cuda::launch_backward(a, sms, at::cuda::getCurrentCUDAStream().stream()),
-                 "batch norm backward");
+                 "batch norm backward", x);
     return {dx, dw, db, dr};
   }
 #endif
@@ -307,19 +330,34 @@ inline at::Tensor batch_norm_relu(const at::Tensor& input, const at::Tensor& run
                                   const at::Tensor& running_var, const at::Tensor& weight,
                                   const at::Tensor& bias, bool training, double momentum,
                                   double eps, const at::Tensor& residual = {}, bool relu = true) {
-  if (input.dim() < 2)
-    throw Error("trainkit: batch_norm_relu: input has " + std::to_string(input.dim()) +
-                " dimensions; accepted: (N, C, ...)");
-  if (!training && (!running_mean.defined() || !running_var.defined()))
-    throw Error(
-        "trainkit: batch_norm_relu: training is false and the running statistics are "
-        "missing; accepted: running_mean and running_var, or training = true");
+  const auto refuse = [](const std::string& what, const std::string& accepted) {
+    throw Error("trainkit: batch_norm_relu: " + what + "; accepted: " + accepted);
+  };
+  if (input.dim() < 2 || input.size(1) == 0)
+    refuse("input of shape " + c10::str(input.sizes()), "(N, C, ...) with C > 0");
+  const int64_t channels = input.size(1);
+  const std::pair<const char*, const at::Tensor*> vectors[] = {{"weight", &weight},
+                                                               {"bias", &bias},
+                                                               {"running_mean", &running_mean},
+                                                               {"running_var", &running_var}};
+  for (const auto& [name, t] : vectors) {
+    if (t->defined() && (t->numel() != channels || t->device() != input.device()))
+      refuse(
+          std::string(name) + " of shape " + c10::str(t->sizes()) + " on " + t->device().str(),
+          std::to_string(channels) + " values (the input's channels) on " + input.device().str());
+  }
+  if (running_mean.defined() != running_var.defined())
+    refuse("running_mean without running_var or the reverse", "both or neither");
+  if (!training && !running_mean.defined())
+    refuse("training is false and the running statistics are missing",
+           "running_mean and running_var, or training = true");
   if (residual.defined() && residual.sizes() != input.sizes())
-    throw Error("trainkit: batch_norm_relu: residual's shape " + c10::str(residual.sizes()) +
-                " differs from the input's " + c10::str(input.sizes()));
-  if (training && input.numel() / input.size(1) < 2)
-    throw Error("trainkit: batch_norm_relu: one value per channel in training mode (input " +
-                c10::str(input.sizes()) + "); accepted: more than one");
+    refuse("residual's shape " + c10::str(residual.sizes()) + " differs from the input's " +
+               c10::str(input.sizes()),
+           "a residual of the input's shape");
+  if (training && input.numel() / channels < 2)
+    refuse("one value per channel in training mode (input " + c10::str(input.sizes()) + ")",
+           "more than one");
   const auto optional = [](const at::Tensor& t) {
     return t.defined() ? c10::optional<at::Tensor>(t) : c10::nullopt;
   };
@@ -336,7 +374,8 @@ inline at::Tensor batch_norm_relu(const at::Tensor& input, const at::Tensor& run
 /// (NormImplBase, not BatchNormImplBase: LibTorch compiles the latter's
 /// members for its own modules only.)
 class BatchNormReLU2dImpl
-    : public torch::nn::NormImplBase<2, BatchNormReLU2dImpl, torch::nn::BatchNormOptions> {
+    : public torch::nn::NormImplBase<2, BatchNormReLU2dImpl, torch::nn::BatchNormOptions>,
+      public trainkit::detail::NormLayerTag {
  public:
   using NormImplBase::NormImplBase;
 

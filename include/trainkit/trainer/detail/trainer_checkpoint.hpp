@@ -41,6 +41,7 @@ struct TrainerCheckpoint {
           });
     }
     parts.add("precision", t.precision_);
+    parts.add("sched", t.scheduler_);  // a schedule with state (ReduceLROnPlateau) only
     parts.add_rng("rng");
     hooks.for_each([&](size_t i, auto& cb) { parts.add("callback." + std::to_string(i), cb); });
     return parts;
