@@ -39,6 +39,7 @@
 #include "trainkit/trainer/detail/loss_meter.hpp"
 #include "trainkit/trainer/detail/policy_checks.hpp"
 #include "trainkit/trainer/detail/run_description.hpp"
+#include "trainkit/trainer/detail/schedule.hpp"
 #include "trainkit/trainer/detail/signals.hpp"
 #include "trainkit/trainer/detail/trainer_checkpoint.hpp"
 #include "trainkit/trainer_options.hpp"
@@ -218,10 +219,7 @@ class Trainer {
           }
           hooks.template dispatch<OnValidationEnd>(state);
         }
-        if constexpr (ObservesMetrics<Scheduler>) {  // its new rate applies from the next step
-          scheduler_.observe(state.metrics);
-          apply_schedule(state);
-        }
+        detail::end_epoch_schedule(scheduler_, optimizer_, state);
         epoch_done_ = true;
         hooks.template dispatch<OnEpochEnd>(state);
         coordinator().agree_on_stop(state);
@@ -422,13 +420,7 @@ class Trainer {
 
   detail::Coordinator<Parallel> coordinator() { return detail::Coordinator<Parallel>(parallel_); }
 
-  void apply_schedule(TrainState& state) {
-    state.lr = scheduler_.lr_at(state.step);
-    optimizer_.set_lr(state.lr);
-    if constexpr (HasMomentumAt<Scheduler> && HasSetMomentum<Optimizer>) {
-      if (const auto m = scheduler_.momentum_at(state.step)) optimizer_.set_momentum(*m);
-    }
-  }
+  void apply_schedule(TrainState& state) { detail::apply_schedule(scheduler_, optimizer_, state); }
 
   ModelRef model_;
   Parallel parallel_;

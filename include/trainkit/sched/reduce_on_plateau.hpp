@@ -63,7 +63,7 @@ class ReduceLROnPlateau {
   void start(const ScheduleContext& ctx) {
     lr_ = ctx.base_lr;
     best_ = worst();
-    bad_epochs_ = cooldown_left_ = epochs_ = 0;
+    bad_epochs_ = cooldown_left_ = 0;
   }
 
   double lr_at(int64_t step) const {
@@ -84,7 +84,6 @@ class ReduceLROnPlateau {
     observe(it->second);
   }
   void observe(double current) {
-    ++epochs_;
     if (better(current)) {
       best_ = current;
       bad_epochs_ = 0;
@@ -112,15 +111,13 @@ class ReduceLROnPlateau {
     d.values = {{"lr", lr_},
                 {"best", StateDict::number(best_)},
                 {"bad_epochs", bad_epochs_},
-                {"cooldown_left", cooldown_left_},
-                {"epochs", epochs_}};
+                {"cooldown_left", cooldown_left_}};
     return d;
   }
   void load_state_dict(const StateDict& d) {
     const auto lr = d.value<double>("lr"), best = d.value<double>("best");
     const auto bad = d.value<int64_t>("bad_epochs"), cooldown = d.value<int64_t>("cooldown_left");
-    const auto epochs = d.value<int64_t>("epochs");
-    lr_ = lr, best_ = best, bad_epochs_ = bad, cooldown_left_ = cooldown, epochs_ = epochs;
+    lr_ = lr, best_ = best, bad_epochs_ = bad, cooldown_left_ = cooldown;
   }
 
  private:
@@ -138,7 +135,7 @@ class ReduceLROnPlateau {
 
   Options options_;
   double lr_ = 0.0, best_ = 0.0;
-  int64_t bad_epochs_ = 0, cooldown_left_ = 0, epochs_ = 0;
+  int64_t bad_epochs_ = 0, cooldown_left_ = 0;
 };
 
 }  // namespace trainkit::sched

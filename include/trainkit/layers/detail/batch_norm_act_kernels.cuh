@@ -224,6 +224,12 @@ inline Shape shape(int64_t rows, int64_t channels, Scalar type, int multiprocess
           int(std::max<int64_t>(1, std::min(needed, most)))};
 }
 
+// The launch's error, as text, or nullptr.
+inline const char* launch_error() {
+  const cudaError_t e = cudaGetLastError();
+  return e == cudaSuccess ? nullptr : cudaGetErrorString(e);
+}
+
 template <class T, int V>
 const char* forward_as(const ForwardArgs& a, Shape s, cudaStream_t stream) {
   const bool res = a.residual != nullptr;
@@ -235,8 +241,7 @@ const char* forward_as(const ForwardArgs& a, Shape s, cudaStream_t stream) {
     forward<T, V, false, true><<<s.blocks, s.block, 0, stream>>>(a);
   else
     forward<T, V, false, false><<<s.blocks, s.block, 0, stream>>>(a);
-  const cudaError_t e = cudaGetLastError();
-  return e == cudaSuccess ? nullptr : cudaGetErrorString(e);
+  return launch_error();
 }
 
 template <class T, int V>
@@ -246,20 +251,16 @@ const char* backward_as(const BackwardArgs& a, Shape s, cudaStream_t stream) {
     backward_reduce<T, V, true><<<s.blocks, s.block, shared, stream>>>(a);
   else
     backward_reduce<T, V, false><<<s.blocks, s.block, shared, stream>>>(a);
-  cudaError_t e = cudaGetLastError();
-  if (e != cudaSuccess) return cudaGetErrorString(e);
+  if (const char* e = launch_error()) return e;
   backward_finalize<<<unsigned((a.channels + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
       a, s.blocks);
-  e = cudaGetLastError();
-  if (e != cudaSuccess) return cudaGetErrorString(e);
-  if (a.grad_x || a.grad_residual) {
-    if (a.relu)
-      backward_elementwise<T, V, true><<<s.blocks, s.block, 0, stream>>>(a, s.blocks);
-    else
-      backward_elementwise<T, V, false><<<s.blocks, s.block, 0, stream>>>(a, s.blocks);
-    e = cudaGetLastError();
-  }
-  return e == cudaSuccess ? nullptr : cudaGetErrorString(e);
+  if (const char* e = launch_error()) return e;
+  if (!a.grad_x && !a.grad_residual) return nullptr;
+  if (a.relu)
+    backward_elementwise<T, V, true><<<s.blocks, s.block, 0, stream>>>(a, s.blocks);
+  else
+    backward_elementwise<T, V, false><<<s.blocks, s.block, 0, stream>>>(a, s.blocks);
+  return launch_error();
 }
 
 // Calls f.template operator()<T, V>() for the argument's type and width.
