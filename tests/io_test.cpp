@@ -238,7 +238,7 @@ namespace {
 /// Runs the kill helper; with `kill_after_step` > 0, SIGKILLs it as soon as
 /// it announces that step (its checkpoint is then being written).
 int run_helper(const std::filesystem::path& dir, const std::filesystem::path& out, bool resume,
-               int kill_after_step = -1, int delay_us = 0) {
+               int kill_after_step = -1, int delay_us = 0, bool map_batches = false) {
   int pipe_fds[2];
   REQUIRE(::pipe(pipe_fds) == 0);
   posix_spawn_file_actions_t actions;
@@ -246,7 +246,8 @@ int run_helper(const std::filesystem::path& dir, const std::filesystem::path& ou
   posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], STDOUT_FILENO);
   posix_spawn_file_actions_addclose(&actions, pipe_fds[0]);
   std::vector<std::string> args{TRAINKIT_KILL_HELPER, dir.string(), out.string()};
-  if (resume) args.push_back("--resume");
+  args.push_back(resume ? "--resume" : "--fresh");
+  if (map_batches) args.push_back("--map-batches");
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -299,6 +300,23 @@ TEST_CASE("kill test: SIGKILL at any point, resume from disk, finish bitwise equ
     }
   }
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("kill test: a two-input model on map batches resumes bitwise after SIGKILL") {
+  const auto dir = tk_test::temp_dir("trainkit_kill_map");
+  REQUIRE(WIFEXITED(run_helper(dir / "reference", dir / "reference.safetensors", false, -1, 0,
+                               /*map_batches=*/true)));
+  const auto reference = io::load_safetensors(dir / "reference.safetensors");
+  const auto run = dir / "run";
+  const int killed = run_helper(run, run / "final.safetensors", false, 24, 0, true);
+  CHECK((WIFSIGNALED(killed) && WTERMSIG(killed) == SIGKILL));
+  const int resumed = run_helper(run, run / "final.safetensors", true, -1, 0, true);
+  REQUIRE((WIFEXITED(resumed) && WEXITSTATUS(resumed) == 0));
+  const auto final_weights = io::load_safetensors(run / "final.safetensors");
+  REQUIRE(final_weights.tensors.size() == reference.tensors.size());
+  for (size_t i = 0; i < reference.tensors.size(); ++i) {
+    CHECK(torch::equal(final_weights.tensors[i].second, reference.tensors[i].second));
+  }
 }
 
 // Found by a review: an unsigned value beyond int64 read back as -1.

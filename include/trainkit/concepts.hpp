@@ -21,7 +21,8 @@
 #include <vector>
 
 #include "trainkit/data/batch.hpp"
-#include "trainkit/data/concepts.hpp"  // datasets and samplers of data::Loader
+#include "trainkit/data/batch_traits.hpp"  // the customization point BatchTraits
+#include "trainkit/data/concepts.hpp"      // datasets and samplers of data::Loader
 #include "trainkit/params.hpp"
 #include "trainkit/sched/context.hpp"
 #include "trainkit/state.hpp"
@@ -316,10 +317,27 @@ concept HasElementwiseState = requires(const O& o) {
   { o.elementwise_state() } -> std::same_as<ElementwiseState>;
 };
 
+// ---- batch: what a task takes ----------------------------------------------
+// Any copyable type trainkit can see tensors in: data::Batch, an aggregate
+// struct of tensors (`struct TokenBatch { at::Tensor tokens, mask, targets;
+// std::vector<int64_t> lengths; };`), std::tuple, std::pair, std::array,
+// std::vector, std::optional, a string-keyed map of tensors, and nestings of
+// these; values without tensors ride along. For anything else (a class with
+// constructors, private members or bases), specialise the customization
+// point trainkit::BatchTraits<B> (data/batch_traits.hpp):
+//   template <> struct trainkit::BatchTraits<MyBatch> {
+//     template <class F> static void for_each_tensor(MyBatch& b, F&& f);  // f(at::Tensor&)
+//     static int64_t size(const MyBatch& b);  // optional: samples in the batch
+//   };
+template <class B>
+concept TrainingBatch = std::copyable<B> && data::has_tensors<B>;
+
 // ---- task: a batch in, a loss out -------------------------------------------
-//   struct MyTask { StepOutput step(ModelRef& model, const data::Batch& batch); };
-template <class T>
-concept Task = requires(T& t, ModelRef& model, const data::Batch& batch) {
+//   struct MyTask { StepOutput step(MyModel& model, const MyBatch& batch); };
+// The model arrives as a ModelRef, which converts to the model's own type
+// (holder or module class); `ModelRef&` itself suits one-tensor forwards.
+template <class T, class B = data::Batch>
+concept Task = requires(T& t, ModelRef& model, const B& batch) {
   { t.step(model, batch) } -> std::same_as<StepOutput>;
 };
 
@@ -401,17 +419,20 @@ concept TrainerCallback =
 // clang-format on
 
 // ---- training data: what fit trains on --------------------------------------
-// Any range of data::Batch (a std::vector<Batch>, data::TensorBatches,
-// data::Loader). Optional members, used when present:
+// Any range of a TrainingBatch (a std::vector<Batch>, data::TensorBatches,
+// data::Loader, a std::vector<MyBatch>). Optional members, used when present:
 //   int64_t size() const;                 // batches per epoch (run length, progress)
 //   void set_epoch(int64_t epoch);        // a new order each epoch
 //   void set_shard(int64_t rank, int64_t world_size);  // this rank's part (DDP)
 //   void set_start(int64_t batch);        // resume mid-epoch without reading the skipped part
 template <class D>
+using batch_of_t = std::remove_cvref_t<decltype(*std::begin(std::declval<D&>()))>;
+template <class D>
 concept TrainingData = requires(D& d) {
-  { *std::begin(d) } -> std::convertible_to<const data::Batch&>;
+  std::begin(d);
   std::end(d);
-};
+}
+&&TrainingBatch<batch_of_t<D>>;
 template <class D>
 concept HasSize = requires(D& d) {
   { d.size() } -> std::convertible_to<int64_t>;

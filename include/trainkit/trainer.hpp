@@ -68,9 +68,9 @@ class Trainer {
   using Options =
       TrainerOptions<Optimizer, Scheduler, Precision, Accumulate, Clip, Parallel, Capture>;
 
-  /// `model` is a module holder (`MyNet net;`) or a shared_ptr to a module
-  /// with `forward(Tensor)`. It is moved to the device and its parameters
-  /// flattened here; do not move it afterwards.
+  /// `model` is a module holder (`MyNet net;`) or a shared_ptr to a module,
+  /// with any forward: tasks take it as its own type. It is moved to the
+  /// device and its parameters flattened here; do not move it afterwards.
   template <class Model>
   explicit Trainer(Model model, const Options& options = {})
       : model_(std::move(model)),
@@ -93,20 +93,16 @@ class Trainer {
                          signature() + "/" + std::to_string(accumulate_.steps()));
   }
 
-  /// Trains for `options.epochs` over `train_data` (TrainingData: any range
-  /// of data::Batch; its optional members are used when present). An lvalue
-  /// callback is used in place (it sees every hook); an rvalue one is moved in.
+  /// Trains for `options.epochs` over `train_data` (TrainingData: a range of
+  /// batches, its optional members used when present). An lvalue callback is
+  /// used in place (it sees every hook); an rvalue one is moved in.
   template <class TaskT, class TrainData, class... Callbacks>
   FitResult fit(TaskT&& task, TrainData&& train_data, const FitOptions& options = {},
                 Callbacks&&... callbacks) {
     using Data = std::remove_reference_t<TrainData>;
-    static_assert(detail::check_task<std::remove_cvref_t<TaskT>>());
-    static_assert(detail::check_training_data<Data>());
-    static_assert((detail::check_callback<detail::callback_t<Callbacks>>() && ...));
-    static_assert((detail::check_callback_mutable<Callbacks>() && ...));
-    detail::require_option(options.epochs >= 1, "fit.epochs", options.epochs, "a number >= 1");
-    detail::require_option(options.log_every >= 1, "fit.log_every", options.log_every,
-                           "a number >= 1");
+    static_assert(detail::check_fit<TaskT, Data, Callbacks...>());
+    using BatchT = batch_of_t<Data>;
+    options.check();
     const int64_t n = kFixedSteps > 0 ? kFixedSteps : accumulate_.steps();
 
     TrainState state(model_.module());
@@ -137,7 +133,7 @@ class Trainer {
     Hooks hooks(std::forward<Callbacks>(callbacks)...);
     constexpr bool kCapturable = capturable_with<Callbacks...>();
     [[maybe_unused]] bool capture = false;
-    if constexpr (kGraphs) capture = captured_.template start<Hooks>(*this, state);
+    if constexpr (kGraphs) capture = captured_.template start<Hooks, BatchT>(*this, state);
     epoch_done_ = false;
     state.checkpoint_writer_ = Checkpoint::writer(*this, state, hooks);
     if (!options.checkpoint_on_signal.empty()) {  // fail now, not when the signal comes
@@ -172,8 +168,7 @@ class Trainer {
         int64_t k = 0;        // micro-batches in the open window
         int64_t skipped = 0;  // data without set_start: skip by reading
         // the open window, when steps are graphs (else an empty array: no code)
-        std::conditional_t<kCapturable, std::vector<data::Batch>, std::array<data::Batch, 0>>
-            window;
+        std::conditional_t<kCapturable, std::vector<BatchT>, std::array<BatchT, 0>> window;
         for (auto&& batch : train_data) {
           if constexpr (!HasSetStart<Data>) {
             if (skipped++ < skip) continue;
@@ -214,7 +209,7 @@ class Trainer {
           state.metrics["train_loss"] = *loss;
         if (options.val_data) {
           hooks.template dispatch<OnValidationBegin>(state);
-          for (const auto& [name, value] : evaluate(task, options.val_data)) {
+          for (const auto& [name, value] : evaluate<BatchT>(task, options.val_data)) {
             state.metrics["val_" + name] = value;
           }
           hooks.template dispatch<OnValidationEnd>(state);
@@ -239,21 +234,32 @@ class Trainer {
     return result;
   }
 
-  /// Mean loss and task metrics over `data`, without gradients, in eval mode.
-  template <class TaskT>
+  /// Mean loss and task metrics over `data` (a range of batches), without
+  /// gradients, in eval mode.
+  template <class TaskT, class Range>
+  requires data::detail::BatchRange<std::remove_reference_t<Range>> Metrics evaluate(TaskT&& task,
+                                                                                     Range&& data) {
+    return evaluate<batch_of_t<std::remove_reference_t<Range>>>(task, data::BatchView(data));
+  }
+  /// The same over a view whose batches are of type B.
+  template <class B = data::Batch, class TaskT>
   Metrics evaluate(TaskT&& task, const data::BatchView& data) {
-    static_assert(detail::check_task<std::remove_cvref_t<TaskT>>());
+    static_assert(detail::check_batch<B>());
+    static_assert(detail::check_task<std::remove_cvref_t<TaskT>, B>());
     auto& module = model_.module();
     const bool was_training = module.is_training();
     module.eval();
     torch::NoGradGuard no_grad;
-    const auto [sums, count] = detail::evaluation_sums(data, [&](const data::Batch& raw) {
+    detail::EvaluationSums sums;
+    data.for_each<B>([&](const B& raw) {
       const auto batch = to_device(raw);
       [[maybe_unused]] auto autocast = precision_.autocast();
-      return task.step(model_, batch);
+      auto out = task.step(model_, batch);
+      if (out.batch_size == 0) out.batch_size = data::batch_size(batch);
+      sums.add(out);
     });
     module.train(was_training);
-    return coordinator().mean_metrics(sums, count);
+    return coordinator().mean_metrics(sums.sums, sums.count);
   }
 
   torch::nn::Module& model() { return model_.module(); }
@@ -295,21 +301,18 @@ class Trainer {
     return parallel.device();
   }
 
-  /// A batch on the device, inputs in the model's memory format.
-  data::Batch to_device(const data::Batch& raw) const {
-    auto batch = raw.to(device_);
-    if (device_settings_.channels_last && batch.input.dim() == 4) {
-      batch.input = batch.input.contiguous(at::MemoryFormat::ChannelsLast);
-    }
-    return batch;
+  /// A batch on the device, in the model's memory format.
+  template <class B>
+  B to_device(const B& raw) const {
+    return data::to_device(raw, device_, device_settings_.channels_last);
   }
 
   // ---- the step, in pieces that the eager and the capture driver share ----
 
   /// Forward and backward of one of `n` micro-batches (on the device); the
   /// gradient sync waits for the last.
-  template <class TaskT>
-  StepOutput forward_backward(TaskT& task, const data::Batch& batch, bool last, int64_t n) {
+  template <class TaskT, class B>
+  StepOutput forward_backward(TaskT& task, const B& batch, bool last, int64_t n) {
     if constexpr (requires { parallel_.follow_current_stream(); })
       parallel_.follow_current_stream();
     const auto run = [&] {
@@ -318,6 +321,7 @@ class Trainer {
         [[maybe_unused]] auto autocast = precision_.autocast();
         out = task.step(model_, batch);
       }
+      if (out.batch_size == 0) out.batch_size = data::batch_size(batch);  // shapes: no sync
       if constexpr (kFixedSteps == 1) {
         precision_.backward(out.loss);
       } else {
@@ -372,8 +376,8 @@ class Trainer {
   }
 
   // ---- the eager driver ----------------------------------------------------
-  template <class TaskT>
-  void micro_batch(TaskT& task, const data::Batch& raw, bool last, int64_t n, TrainState& state) {
+  template <class TaskT, class B>
+  void micro_batch(TaskT& task, const B& raw, bool last, int64_t n, TrainState& state) {
     const auto out = forward_backward(task, to_device(raw), last, n);
     account_micro_batch(state, out.loss, out.batch_size);
   }

@@ -8,6 +8,7 @@
 
 #include "trainkit/data/batch_view.hpp"
 #include "trainkit/device_options.hpp"
+#include "trainkit/error.hpp"
 #include "trainkit/trainer/detail/policy_checks.hpp"
 
 namespace trainkit {
@@ -40,6 +41,12 @@ struct FitOptions {
   /// When set, SIGINT/SIGTERM finish the current step, write a checkpoint
   /// here and return (FitResult::interrupted); a second signal ends at once.
   std::filesystem::path checkpoint_on_signal{};
+
+  /// The counts in range (the paths are checked where they are used).
+  void check() const {
+    detail::require_option(epochs >= 1, "fit.epochs", epochs, "a number >= 1");
+    detail::require_option(log_every >= 1, "fit.log_every", log_every, "a number >= 1");
+  }
 };
 
 using Metrics = std::map<std::string, double>;

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -20,7 +21,7 @@
 #include <vector>
 
 #include "trainkit/concepts.hpp"
-#include "trainkit/data/batch.hpp"
+#include "trainkit/data/batch_traits.hpp"
 #include "trainkit/error.hpp"
 #include "trainkit/state.hpp"
 #include "trainkit/trainer/detail/step_graph.hpp"
@@ -54,11 +55,15 @@ class CapturedSteps {
 
   /// At fit's start: whether steps will be captured. If not, the reason goes
   /// to the run's configuration and, once, to stderr.
-  template <class Hooks>
+  template <class Hooks, class B>
   bool start(T& t, TrainState& state) {
     *this = CapturedSteps(std::move(last_report_));  // a graph holds the last fit's task
     if constexpr (constexpr const char* reason = blocker_of<Hooks>(); reason != nullptr) {
       blocker_ = reason;
+    } else if constexpr (data::carries_values<B>) {
+      blocker_ =
+          "the batch type carries values other than tensors (lengths, ids), which a replayed "
+          "step would not see: it would run with the recorded ones";
     } else {
       blocker_ = run_time_blocker(t);
     }
@@ -69,18 +74,20 @@ class CapturedSteps {
   /// One full window's step: replayed, or probed and recorded, or `eager()`.
   /// `account()` is called when the step ran from the static buffers, with
   /// outputs() holding what it wrote.
-  template <class TaskT, class Eager, class Account>
-  void step(T& t, TaskT& task, const std::vector<data::Batch>& window, TrainState& state,
-            Eager&& eager, Account&& account) {
+  template <class TaskT, class B, class Eager, class Account>
+  void step(T& t, TaskT& task, const std::vector<B>& window, TrainState& state, Eager&& eager,
+            Account&& account) {
     if (graph_.recorded() && recorded_shapes_.match(window)) {
       if constexpr (requires { t.optimizer_.momentum(); }) {
         // The fused kernels took it as a number when the step was recorded.
         require_option(t.optimizer_.momentum() == momentum_, "optim momentum",
                        t.optimizer_.momentum(), "its value when the step was recorded");
       }
-      for (size_t k = 0; k < window.size(); ++k) {  // non-blocking from pinned memory
-        inputs_[k].input.copy_(window[k].input, /*non_blocking=*/true);
-        inputs_[k].target.copy_(window[k].target, /*non_blocking=*/true);
+      size_t i = 0;  // the shapes matched: the same tensors in the same order
+      for (const auto& batch : window) {
+        data::for_each_tensor(batch, [&](const at::Tensor& x) {
+          static_tensors_[i++].copy_(x, /*non_blocking=*/true);  // from pinned memory
+        });
       }
       graph_.replay();
       ++replays_;
@@ -93,7 +100,7 @@ class CapturedSteps {
       // outputs before recording reassigns them to the graph's.
       account();
       if constexpr (requires { t.optimizer_.momentum(); }) momentum_ = t.optimizer_.momentum();
-      graph_.record([this, &t, &task] { body(t, task); }, t.device_, settings.emulate,
+      graph_.record([this, &t, &task] { body<TaskT, B>(t, task); }, t.device_, settings.emulate,
                     settings.emulate_option);
       return;
     }
@@ -177,11 +184,12 @@ class CapturedSteps {
 
   /// The recorded step: the Trainer's pieces on the static buffers, with
   /// no host read (the fused step skips on the device's inf flag).
-  template <class TaskT>
+  template <class TaskT, class B>
   void body(T& t, TaskT& task) {
-    const auto n = static_cast<int64_t>(inputs_.size());
+    const auto& inputs = *static_cast<const std::vector<B>*>(inputs_.get());
+    const auto n = static_cast<int64_t>(inputs.size());
     for (int64_t k = 0; k < n; ++k) {
-      const StepOutput out = t.forward_backward(task, inputs_[k], k + 1 == n, n);
+      const StepOutput out = t.forward_backward(task, inputs[k], k + 1 == n, n);
       outputs_.losses[k] = out.loss.detach();  // a graph's output: each replay writes it
       outputs_.batch_sizes[k] = out.batch_size;
     }
@@ -195,16 +203,21 @@ class CapturedSteps {
   /// One that reads the host leaves steps eager with that reason, and its
   /// window runs again eagerly (its forwards ran twice: BatchNorm statistics
   /// and dropout's RNG see them).
-  template <class TaskT>
-  bool probe(T& t, TaskT& task, const std::vector<data::Batch>& window, TrainState& state) {
+  template <class TaskT, class B>
+  bool probe(T& t, TaskT& task, const std::vector<B>& window, TrainState& state) {
     if constexpr (requires { t.optimizer_.ready_to_capture(); }) {
       if (!t.optimizer_.ready_to_capture()) return false;  // e.g. SGD's first momentum step
     }
-    inputs_.clear();
+    auto inputs = std::make_shared<std::vector<B>>();
+    static_tensors_.clear();
     for (const auto& batch : window) {
-      const auto b = t.to_device(batch);
-      inputs_.push_back({b.input.clone(), b.target.clone()});  // clone keeps the memory format
+      // clone keeps the memory format
+      inputs->push_back(
+          data::map_tensors(t.to_device(batch), [](const at::Tensor& x) { return x.clone(); }));
+      data::for_each_tensor(inputs->back(),
+                            [this](const at::Tensor& x) { static_tensors_.push_back(x); });
     }
+    inputs_ = inputs;
     recorded_shapes_ = WindowShapes::of(window);
     outputs_.losses.assign(window.size(), at::Tensor());
     outputs_.batch_sizes.assign(window.size(), 0);
@@ -213,7 +226,7 @@ class CapturedSteps {
     try {
       SideStream side(t.device_);
       HostSyncTrap trap(t.device_);
-      body(t, task);
+      body<TaskT, B>(t, task);
     } catch (const HostSync& e) {
       const std::string reason =
           std::string("the step reads the device from the host: ") + e.what();
@@ -225,7 +238,8 @@ class CapturedSteps {
                     "step on the device");
       }
       blocker_ = reason;
-      inputs_.clear();
+      inputs_.reset();
+      static_tensors_.clear();
       t.flat_.zero_grad();
       report(t, state);
       return false;
@@ -236,8 +250,11 @@ class CapturedSteps {
   std::string blocker_;  ///< why steps stay eager, or ""
   std::string last_report_;
   StepGraph graph_;
-  WindowShapes recorded_shapes_;     ///< the shapes the graph was recorded for
-  std::vector<data::Batch> inputs_;  ///< static buffers, one per micro-batch
+  WindowShapes recorded_shapes_;  ///< the shapes the graph was recorded for
+  /// Static buffers: a std::vector<B> of the fit's batch type B, one per
+  /// micro-batch, and their tensors in visiting order.
+  std::shared_ptr<void> inputs_;
+  std::vector<at::Tensor> static_tensors_;
   RecordedStep outputs_;
   WindowShapes warming_;    ///< the shapes of the last eager windows
   int64_t warm_steps_ = 0;  ///< consecutive eager windows of those shapes

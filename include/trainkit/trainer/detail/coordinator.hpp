@@ -8,13 +8,11 @@
 #include <torch/types.h>
 
 #include <cstdint>
-#include <functional>
 #include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "trainkit/data/batch_view.hpp"
 #include "trainkit/detail/linkage.hpp"
 #include "trainkit/error.hpp"
 #include "trainkit/state.hpp"
@@ -22,14 +20,14 @@
 
 namespace trainkit::detail {
 
-/// The loss and metrics of `step` over `data`, summed over samples (in
+/// The loss and metrics of an evaluation's steps, summed over samples (in
 /// double, on the device), and the number of samples.
 struct EvaluationSums {
   std::map<std::string, at::Tensor> sums;
   int64_t count = 0;
+
+  TRAINKIT_INLINE void add(const StepOutput& result);
 };
-TRAINKIT_INLINE EvaluationSums evaluation_sums(
-    const data::BatchView& data, const std::function<StepOutput(const data::Batch&)>& step);
 
 template <class Parallel>
 class Coordinator {
@@ -104,21 +102,15 @@ class Coordinator {
 };
 
 #if TRAINKIT_DEFINITIONS
-TRAINKIT_INLINE EvaluationSums evaluation_sums(
-    const data::BatchView& data, const std::function<StepOutput(const data::Batch&)>& step) {
-  EvaluationSums out;
-  const auto add = [](at::Tensor& sum, const at::Tensor& value, double weight) {
+TRAINKIT_INLINE void EvaluationSums::add(const StepOutput& result) {
+  const double weight = static_cast<double>(result.batch_size);
+  const auto add_to = [weight](at::Tensor& sum, const at::Tensor& value) {
     const auto term = value.detach().to(at::kDouble) * weight;
     sum = sum.defined() ? sum + term : term;
   };
-  data.for_each([&](const data::Batch& batch) {
-    const StepOutput result = step(batch);
-    const double weight = static_cast<double>(result.batch_size);
-    add(out.sums["loss"], result.loss, weight);
-    for (const auto& [name, value] : result.metrics) add(out.sums[name], value, weight);
-    out.count += result.batch_size;
-  });
-  return out;
+  add_to(sums["loss"], result.loss);
+  for (const auto& [name, value] : result.metrics) add_to(sums[name], value);
+  count += result.batch_size;
 }
 #endif  // TRAINKIT_DEFINITIONS
 

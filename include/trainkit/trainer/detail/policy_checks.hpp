@@ -188,17 +188,32 @@ constexpr bool check_parallel() {
 
 template <class D>
 constexpr bool check_training_data() {
-  static_assert(TrainingData<D>,
-                "fit's training data must be a range of trainkit::data::Batch (begin() and end(), "
-                "elements convertible to `const trainkit::data::Batch&`); see docs/data.md");
+  static_assert(
+      requires(D & d) {
+        std::begin(d);
+        std::end(d);
+      },
+      "fit's training data must be a range of batches (begin() and end()); see docs/data.md");
   return true;
 }
 
-template <class T>
+/// The batch type B of training or validation data.
+template <class B>
+constexpr bool check_batch() {
+  static_assert(TrainingBatch<B>,
+                "trainkit cannot see the tensors of this batch type: make it data::Batch, an "
+                "aggregate struct, tuple or std::map<std::string, ...> of tensors, or specialise "
+                "the customization point trainkit::BatchTraits<YourBatch> with "
+                "for_each_tensor (concepts.hpp); see docs/models.md");
+  return true;
+}
+
+template <class T, class B>
 constexpr bool check_task() {
-  static_assert(Task<T>,
-                "Task is missing `trainkit::StepOutput step(trainkit::ModelRef& model, const "
-                "trainkit::data::Batch& batch)`; see docs/policies.md#task");
+  static_assert(Task<T, B>,
+                "Task is missing `trainkit::StepOutput step(Model& model, const Batch& batch)` "
+                "for the training data's batch type (Model: the model's own type or "
+                "trainkit::ModelRef); see docs/models.md");
   return true;
 }
 
@@ -229,6 +244,17 @@ constexpr bool check_callback_mutable() {
                 "A callback passed to fit must not be const: its hooks change it. Pass it by "
                 "non-const reference (used in place) or by value (moved in); see "
                 "docs/callbacks.md");
+  return true;
+}
+
+/// fit's template arguments: the data, its batch type, the task, the callbacks.
+template <class TaskT, class Data, class... Callbacks>
+constexpr bool check_fit() {
+  static_assert(check_training_data<Data>());
+  static_assert(check_batch<batch_of_t<Data>>());
+  static_assert(check_task<std::remove_cvref_t<TaskT>, batch_of_t<Data>>());
+  static_assert((check_callback<callback_t<Callbacks>>() && ...));
+  static_assert((check_callback_mutable<Callbacks>() && ...));
   return true;
 }
 

@@ -18,7 +18,7 @@
 #include <string_view>
 #include <vector>
 
-#include "trainkit/data/batch.hpp"
+#include "trainkit/data/batch_traits.hpp"
 #include "trainkit/detail/compat.hpp"
 #include "trainkit/detail/linkage.hpp"
 #include "trainkit/error.hpp"
@@ -198,34 +198,31 @@ struct WindowShapes {
   std::vector<std::vector<int64_t>> sizes;
   std::vector<at::ScalarType> types;
 
-  static WindowShapes of(const std::vector<data::Batch>& window);
+  template <class B>
+  static WindowShapes of(const std::vector<B>& window) {
+    WindowShapes s;
+    for (const auto& b : window) {
+      data::for_each_tensor(b, [&s](const at::Tensor& t) {
+        s.sizes.emplace_back(t.sizes().begin(), t.sizes().end());
+        s.types.push_back(t.scalar_type());
+      });
+    }
+    return s;
+  }
   /// Whether `window` has these shapes (no allocation).
-  bool match(const std::vector<data::Batch>& window) const;
+  template <class B>
+  bool match(const std::vector<B>& window) const {
+    size_t i = 0;
+    bool same = true;
+    for (const auto& b : window) {
+      data::for_each_tensor(b, [&](const at::Tensor& t) {
+        same = same && i < sizes.size() && t.sizes() == c10::IntArrayRef(sizes[i]) &&
+               t.scalar_type() == types[i];
+        ++i;
+      });
+    }
+    return same && i == sizes.size();
+  }
 };
-
-#if TRAINKIT_DEFINITIONS
-TRAINKIT_INLINE WindowShapes WindowShapes::of(const std::vector<data::Batch>& window) {
-  WindowShapes s;
-  for (const auto& b : window) {
-    for (const auto* t : {&b.input, &b.target}) {
-      s.sizes.emplace_back(t->sizes().begin(), t->sizes().end());
-      s.types.push_back(t->scalar_type());
-    }
-  }
-  return s;
-}
-
-TRAINKIT_INLINE bool WindowShapes::match(const std::vector<data::Batch>& window) const {
-  if (sizes.size() != 2 * window.size()) return false;
-  size_t i = 0;
-  for (const auto& b : window) {
-    for (const auto* t : {&b.input, &b.target}) {
-      if (t->sizes() != c10::IntArrayRef(sizes[i]) || t->scalar_type() != types[i]) return false;
-      ++i;
-    }
-  }
-  return true;
-}
-#endif  // TRAINKIT_DEFINITIONS
 
 }  // namespace trainkit::detail
