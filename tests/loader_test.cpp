@@ -362,3 +362,121 @@ TEST_CASE("CurriculumSampler: Platanios' pacing over the easiest samples, then a
   CHECK_THROWS_WITH_AS(data::CurriculumSampler({.difficulty = {1.0, std::nan("")}}),
                        doctest::Contains("finite scores"), Error);
 }
+
+namespace {
+
+/// Token sequences of lengths 1..7 (a function of the index), next-token targets.
+struct TokenSample {
+  at::Tensor tokens, targets;
+};
+struct Sentences {
+  int64_t n = 50;
+  int64_t size() const { return n; }
+  TokenSample get(int64_t i) const {
+    const auto seq = at::arange(i, i + 1 + i % 7 + 1, at::kLong).remainder(11);
+    return {seq.narrow(0, 0, seq.size(0) - 1), seq.narrow(0, 1, seq.size(0) - 1)};
+  }
+};
+
+/// Tokens and a padding mask in, next-token logits out.
+struct TinyLmImpl : torch::nn::Module {
+  TinyLmImpl() {
+    embed = register_module("embed", torch::nn::Embedding(11, 8));
+    head = register_module("head", torch::nn::Linear(8, 11));
+  }
+  at::Tensor forward(const at::Tensor& tokens, const at::Tensor& mask) {
+    return head(embed(tokens) * mask.unsqueeze(-1).to(at::kFloat));
+  }
+  torch::nn::Embedding embed{nullptr};
+  torch::nn::Linear head{nullptr};
+};
+TORCH_MODULE(TinyLm);
+
+}  // namespace
+
+TEST_CASE(
+    "PadSequences: padded to the batch's longest, with mask and lengths, same with any workers") {
+  using Padded = data::Padded<TokenSample>;
+  const data::PadSequences pad{.padding_values = {0, -100}};
+  auto load = [&](int64_t workers) {
+    data::Loader loader(Sentences{}, data::RandomSampler({.size = 50, .seed = 3}),
+                        {.batch_size = 8, .workers = workers}, pad);
+    static_assert(std::is_same_v<decltype(loader)::BatchType, Padded>);
+    std::vector<Padded> out;
+    for (const auto& b : loader) out.push_back(b);
+    return out;
+  };
+  const auto serial = load(0);
+  REQUIRE(serial.size() == 7);  // 50 / 8, the last one short
+  const auto order = data::RandomSampler({.size = 50, .seed = 3}).indices(0);
+  for (size_t k = 0; k < serial.size(); ++k) {
+    const auto& b = serial[k];
+    const int64_t n = b.lengths.size(0);
+    CHECK(n == (k + 1 < serial.size() ? 8 : 2));
+    CHECK(b.batch.tokens.size(1) == b.lengths.max().item<int64_t>());
+    CHECK(b.mask.sizes() == b.batch.tokens.sizes());
+    for (int64_t i = 0; i < n; ++i) {
+      const auto sample = Sentences{}.get(order[int64_t(k) * 8 + i].item<int64_t>());
+      const int64_t len = sample.tokens.size(0);
+      CHECK(b.lengths[i].item<int64_t>() == len);
+      CHECK(b.batch.tokens[i].narrow(0, 0, len).equal(sample.tokens));
+      CHECK(b.batch.targets[i].narrow(0, 0, len).equal(sample.targets));
+      CHECK(b.mask[i].sum().item<int64_t>() == len);
+      const auto rest = b.batch.tokens.size(1) - len;
+      CHECK(b.batch.tokens[i].narrow(0, len, rest).eq(0).all().item<bool>());
+      CHECK(b.batch.targets[i].narrow(0, len, rest).eq(-100).all().item<bool>());
+    }
+  }
+  for (int64_t workers : {1, 8}) {
+    const auto parallel = load(workers);
+    REQUIRE(parallel.size() == serial.size());
+    for (size_t k = 0; k < serial.size(); ++k) {
+      CHECK(data::tensors_of(parallel[k]).size() == 4);
+      for (size_t t = 0; t < 4; ++t) {
+        CHECK(data::tensors_of(parallel[k])[t].equal(data::tensors_of(serial[k])[t]));
+      }
+    }
+  }
+
+  SUBCASE("a padded language model trains through the Trainer, ignoring the padding") {
+    struct NextToken {
+      StepOutput step(TinyLm& model, const Padded& b) const {
+        const auto logits = model(b.batch.tokens, b.mask);
+        return {torch::nn::functional::cross_entropy(logits.flatten(0, 1),
+                                                     b.batch.targets.flatten())};  // -100 ignored
+      }
+    };
+    torch::manual_seed(1);
+    Trainer<optim::AdamW> trainer(TinyLm(), {.optim = {.lr = 5e-2}});
+    data::Loader loader(Sentences{}, data::RandomSampler({.size = 50, .seed = 3}),
+                        {.batch_size = 8, .workers = 2}, pad);
+    const auto before = trainer.evaluate(NextToken{}, loader).at("loss");
+    const auto result = trainer.fit(NextToken{}, loader, {.epochs = 5});
+    CHECK(result.steps == 35);
+    CHECK(trainer.evaluate(NextToken{}, loader).at("loss") < 0.5 * before);
+  }
+}
+
+TEST_CASE("Stack collates samples of any structure, and names a sample of the wrong shape") {
+  struct Pairs {
+    int64_t size() const { return 10; }
+    std::pair<at::Tensor, at::Tensor> get(int64_t i) const {
+      return {at::full({3}, double(i)), at::full({2, 2}, double(-i))};
+    }
+  };
+  data::Loader loader(Pairs{}, data::SequentialSampler(10), {.batch_size = 4});
+  std::vector<std::pair<at::Tensor, at::Tensor>> batches;
+  for (const auto& b : loader) batches.push_back(b);
+  REQUIRE(batches.size() == 3);
+  CHECK(batches[0].first.sizes() == c10::IntArrayRef{4, 3});
+  CHECK(batches[2].second.sizes() == c10::IntArrayRef{2, 2, 2});
+  CHECK(batches[1].first.select(1, 0).equal(at::arange(4, 8, at::kFloat)));
+
+  struct Ragged {
+    int64_t size() const { return 4; }
+    TokenSample get(int64_t i) const { return Sentences{}.get(i); }
+  };
+  data::Loader ragged(Ragged{}, data::SequentialSampler(4), {.batch_size = 4});
+  CHECK_THROWS_WITH_AS(ragged.build(0),
+                       doctest::Contains("dataset sample 1 has tensor 0 of shape [2]"), Error);
+}

@@ -59,7 +59,7 @@ class ModelRef {
   at::Tensor operator()(const at::Tensor& input) const {
     if (!forward_) {
       throw Error("trainkit: this model's forward does not take one tensor (" +
-                  c10::demangle(typeid(*module_).name()) +
+                  c10::demangle(model_type().name()) +
                   "): take the model as its own type in the task's step, `StepOutput "
                   "step(MyModel& model, const MyBatch& batch)`; see docs/models.md");
     }
@@ -72,12 +72,12 @@ class ModelRef {
   M& as() const {
     if constexpr (detail::ModuleHolder<M>) {
       if (holder_type_ == nullptr || *holder_type_ != typeid(M)) {
-        detail::throw_model_type(typeid(M), holder_type_ ? *holder_type_ : typeid(*module_));
+        detail::throw_model_type(typeid(M), holder_type_ ? *holder_type_ : model_type());
       }
       return *static_cast<M*>(holder_.get());
     } else {
       auto* m = dynamic_cast<M*>(module_.get());
-      if (m == nullptr) detail::throw_model_type(typeid(M), typeid(*module_));
+      if (m == nullptr) detail::throw_model_type(typeid(M), model_type());
       return *m;
     }
   }
@@ -88,6 +88,11 @@ class ModelRef {
   }
 
   torch::nn::Module& module() const { return *module_; }
+  /// The model's dynamic type (its module class).
+  const std::type_info& model_type() const {
+    const torch::nn::Module& m = *module_;
+    return typeid(m);
+  }
   const std::shared_ptr<torch::nn::Module>& ptr() const { return module_; }
 
  private:

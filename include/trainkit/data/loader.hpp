@@ -1,6 +1,8 @@
 #pragma once
 // data::Loader: batches from a dataset in the order a sampler gives, built
-// ahead by worker threads.
+// ahead by worker threads: whole batches from the dataset (get_batch), or
+// samples (get) combined by a collate (default data::Stack; collate.hpp),
+// of any batch type trainkit can see tensors in (data/batch_traits.hpp).
 //
 // - Batch k of an epoch is a pure function of (sampler, epoch, k, seed, rank):
 //   workers claim batch indices, build them into a bounded reorder buffer
@@ -24,6 +26,8 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #if defined(_OPENMP)
@@ -37,15 +41,18 @@
 #endif
 
 #include "trainkit/data/batch.hpp"
+#include "trainkit/data/batch_traits.hpp"
+#include "trainkit/data/collate.hpp"
 #include "trainkit/data/concepts.hpp"
 #include "trainkit/data/seed.hpp"
-#include "trainkit/data/stack.hpp"
 #include "trainkit/data/transforms.hpp"
 #include "trainkit/error.hpp"
 
 namespace trainkit::data {
 
-struct LoaderOptions {
+/// The loader's options for batches of type B (LoaderOptions: data::Batch).
+template <class B>
+struct BasicLoaderOptions {
   int64_t batch_size = 32;
   int64_t workers = 0;   ///< threads building batches; 0: built on the training thread
   int64_t prefetch = 2;  ///< batches in flight per worker
@@ -54,23 +61,54 @@ struct LoaderOptions {
   int64_t rank = 0;                       ///< for transforms' random draws (distinct per process)
   std::optional<torch::Device> device{};  ///< where batches land; unset: stay on the CPU
   bool pin_memory = true;                 ///< pinned host batches for a CUDA target
-  Transform transform{};                  ///< on the CPU, in the workers
-  Transform device_transform{};           ///< on the target device, after the copy
+  BasicTransform<B> transform{};          ///< on the CPU, in the workers
+  BasicTransform<B> device_transform{};   ///< on the target device, after the copy
 };
+using LoaderOptions = BasicLoaderOptions<Batch>;
 
-template <class Dataset, class SamplerT>
+namespace detail {
+template <class Dataset, class Collate, bool = BatchDataset<Dataset>>
+struct LoaderBatch {  // a dataset of whole batches
+  using type = std::remove_cvref_t<decltype(std::declval<Dataset&>().get_batch(at::Tensor()))>;
+};
+/// A collate called with the samples' dataset indices, or without them.
+template <class Collate, class Sample>
+auto collate(Collate& c, std::vector<Sample> samples, const std::vector<int64_t>& ids) {
+  if constexpr (std::is_invocable_v<Collate&, std::vector<Sample>, const std::vector<int64_t>&>)
+    return c(std::move(samples), ids);
+  else
+    return c(std::move(samples));
+}
+template <class Dataset, class Collate>
+struct LoaderBatch<Dataset, Collate, false> {  // samples, collated
+  using Sample = std::remove_cvref_t<decltype(std::declval<Dataset&>().get(int64_t{}))>;
+  using type = std::remove_cvref_t<decltype(collate(std::declval<Collate&>(), std::vector<Sample>{},
+                                                    std::vector<int64_t>{}))>;
+};
+}  // namespace detail
+
+template <class Dataset, class SamplerT, class Collate = Stack>
 class Loader {
   static_assert(BatchDataset<Dataset> || SampleDataset<Dataset>,
                 "data::Loader: the dataset needs `int64_t size()` and either "
-                "`Batch get_batch(const at::Tensor& indices)` or `Batch get(int64_t index)`");
+                "`B get_batch(const at::Tensor& indices)` or `S get(int64_t index)`, where B and "
+                "S hold tensors (data::Batch, a struct, tuple or map of tensors)");
   static_assert(Sampler<SamplerT>,
                 "data::Loader: the sampler needs `at::Tensor indices(int64_t epoch) const`");
 
  public:
-  using Options = LoaderOptions;
+  /// What iteration yields: the dataset's batches, or the collate's.
+  using BatchType = typename detail::LoaderBatch<Dataset, Collate>::type;
+  static_assert(has_tensors<BatchType>,
+                "data::Loader: the collate's batch holds no tensor trainkit can see; see "
+                "trainkit::BatchTraits");
+  using Options = BasicLoaderOptions<BatchType>;
 
-  Loader(Dataset dataset, SamplerT sampler, Options options)
-      : dataset_(std::move(dataset)), sampler_(std::move(sampler)), options_(std::move(options)) {
+  Loader(Dataset dataset, SamplerT sampler, Options options, Collate collate = {})
+      : dataset_(std::move(dataset)),
+        sampler_(std::move(sampler)),
+        options_(std::move(options)),
+        collate_(std::move(collate)) {
     using trainkit::detail::require_option;
     require_option(options_.batch_size >= 1, "loader.batch_size", options_.batch_size,
                    "a number >= 1");
@@ -122,11 +160,11 @@ class Loader {
 
   class iterator {
    public:
-    using value_type = Batch;
+    using value_type = BatchType;
     using difference_type = std::ptrdiff_t;
     iterator() = default;
     iterator(Loader* loader, int64_t index) : loader_(loader), index_(index) {}
-    const Batch& operator*() const { return loader_->fetch(index_); }
+    const BatchType& operator*() const { return loader_->fetch(index_); }
     iterator& operator++() {
       ++index_;
       return *this;
@@ -153,32 +191,34 @@ class Loader {
 
   /// Batch `index` exactly as iteration yields it (on the CPU, before the
   /// device transfer and device transform).
-  Batch build(int64_t index) {
+  BatchType build(int64_t index) {
     const int64_t start = index * options_.batch_size;
     const int64_t len = std::min(options_.batch_size, order_.numel() - start);
     const auto indices = order_.narrow(0, start, len);
-    Batch batch;
-    if constexpr (BatchDataset<Dataset>) {
-      batch = dataset_.get_batch(indices);
-    } else {
-      const int64_t* p = indices.data_ptr<int64_t>();
-      const std::vector<int64_t> ids(p, p + len);
-      std::vector<Batch> samples;
-      samples.reserve(ids.size());
-      for (int64_t id : ids) samples.push_back(dataset_.get(id));
-      batch = stack_samples(samples, ids);
-    }
+    BatchType batch = [&] {
+      if constexpr (BatchDataset<Dataset>) {
+        return BatchType(dataset_.get_batch(indices));
+      } else {
+        using Samples = detail::LoaderBatch<Dataset, Collate>;
+        const int64_t* p = indices.data_ptr<int64_t>();
+        const std::vector<int64_t> ids(p, p + len);
+        std::vector<typename Samples::Sample> samples;
+        samples.reserve(ids.size());
+        for (int64_t id : ids) samples.push_back(dataset_.get(id));
+        return detail::collate(collate_, std::move(samples), ids);
+      }
+    }();
     if (options_.transform) {
       auto gen = batch_generator(index, 0);
       batch = options_.transform(std::move(batch), gen);
     }
-    if (pinned()) batch = {batch.input.pin_memory(), batch.target.pin_memory()};
+    if (pinned()) batch = map_tensors(batch, [](const at::Tensor& t) { return t.pin_memory(); });
     return batch;
   }
 
  private:
   struct Slot {
-    Batch batch;
+    BatchType batch;
     std::exception_ptr error;
   };
   struct Pipeline {
@@ -259,7 +299,7 @@ class Loader {
   }
 
   /// The CPU batch `index`, from the workers or built here.
-  Batch take(int64_t index) {
+  BatchType take(int64_t index) {
     if (!pipe_) {
       try {
         return build(index);
@@ -281,37 +321,36 @@ class Loader {
   }
 
   /// Starts copying a CPU batch to the target device (side stream on CUDA).
-  Batch transfer(Batch cpu) {
+  BatchType transfer(BatchType cpu) {
     if (!options_.device) return cpu;
 #if TRAINKIT_HAS_CUDA
     if (options_.device->is_cuda()) {
       if (!copy_stream_)
         copy_stream_ = c10::cuda::getStreamFromPool(false, options_.device->index());
       c10::cuda::CUDAStreamGuard guard(*copy_stream_);
-      Batch out{cpu.input.to(*options_.device, /*non_blocking=*/true),
-                cpu.target.to(*options_.device, /*non_blocking=*/true)};
+      auto out = to_device(cpu, *options_.device);
       copied_.record(*copy_stream_);
       return out;
     }
 #endif
-    return cpu.to(*options_.device);
+    return to_device(cpu, *options_.device);
   }
 
   /// Makes the compute stream wait for the copy of `batch` (CUDA only).
-  void ready_for_compute([[maybe_unused]] Batch& batch) {
+  void ready_for_compute([[maybe_unused]] BatchType& batch) {
 #if TRAINKIT_HAS_CUDA
     if (options_.device && options_.device->is_cuda()) {
       const auto compute = c10::cuda::getCurrentCUDAStream(options_.device->index());
       copied_.block(compute);
-      batch.input.record_stream(compute);  // freed memory must wait for compute too
-      batch.target.record_stream(compute);
+      // freed memory must wait for compute too
+      for_each_tensor(batch, [&](at::Tensor& t) { t.record_stream(compute); });
     }
 #endif
   }
 
-  const Batch& fetch(int64_t index) {
+  const BatchType& fetch(int64_t index) {
     if (index == current_) return current_batch_;
-    Batch batch =
+    BatchType batch =
         staged_ && staged_->first == index ? std::move(staged_->second) : transfer(take(index));
     staged_.reset();
     ready_for_compute(batch);
@@ -331,13 +370,14 @@ class Loader {
   Dataset dataset_;
   SamplerT sampler_;
   Options options_;
+  [[no_unique_address]] Collate collate_;
   int64_t epoch_ = 0;
   int64_t start_ = 0;
   at::Tensor order_;
   std::unique_ptr<Pipeline> pipe_;
   int64_t current_ = -1;
-  Batch current_batch_;
-  std::optional<std::pair<int64_t, Batch>> staged_;
+  BatchType current_batch_;
+  std::optional<std::pair<int64_t, BatchType>> staged_;
 #if TRAINKIT_HAS_CUDA
   std::optional<c10::cuda::CUDAStream> copy_stream_;
   at::cuda::CUDAEvent copied_;

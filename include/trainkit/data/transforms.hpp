@@ -19,7 +19,10 @@
 
 namespace trainkit::data {
 
-using Transform = std::function<Batch(Batch, at::Generator&)>;
+/// A transform of batches of type B, with the batch's own generator.
+template <class B>
+using BasicTransform = std::function<B(B, at::Generator&)>;
+using Transform = BasicTransform<Batch>;
 
 namespace transforms {
 
