@@ -426,8 +426,6 @@ concept TrainerCallback =
 //   void set_shard(int64_t rank, int64_t world_size);  // this rank's part (DDP)
 //   void set_start(int64_t batch);        // resume mid-epoch without reading the skipped part
 template <class D>
-using batch_of_t = std::remove_cvref_t<decltype(*std::begin(std::declval<D&>()))>;
-template <class D>
 concept TrainingData = requires(D& d) {
   std::begin(d);
   std::end(d);

@@ -251,13 +251,7 @@ class Trainer {
     module.eval();
     torch::NoGradGuard no_grad;
     detail::EvaluationSums sums;
-    data.for_each<B>([&](const B& raw) {
-      const auto batch = to_device(raw);
-      [[maybe_unused]] auto autocast = precision_.autocast();
-      auto out = task.step(model_, batch);
-      if (out.batch_size == 0) out.batch_size = data::batch_size(batch);
-      sums.add(out);
-    });
+    data.for_each<B>([&](const B& raw) { sums.add(run_task(task, to_device(raw))); });
     module.train(was_training);
     return coordinator().mean_metrics(sums.sums, sums.count);
   }
@@ -307,6 +301,16 @@ class Trainer {
     return data::to_device(raw, device_, device_settings_.channels_last);
   }
 
+  /// The task on a device batch, under autocast; samples counted from the
+  /// batch's shapes (no sync) where the task left batch_size at 0.
+  template <class TaskT, class B>
+  StepOutput run_task(TaskT& task, const B& batch) {
+    [[maybe_unused]] auto autocast = precision_.autocast();
+    StepOutput out = task.step(model_, batch);
+    if (out.batch_size == 0) out.batch_size = data::batch_size(batch);
+    return out;
+  }
+
   // ---- the step, in pieces that the eager and the capture driver share ----
 
   /// Forward and backward of one of `n` micro-batches (on the device); the
@@ -316,12 +320,7 @@ class Trainer {
     if constexpr (requires { parallel_.follow_current_stream(); })
       parallel_.follow_current_stream();
     const auto run = [&] {
-      StepOutput out;
-      {
-        [[maybe_unused]] auto autocast = precision_.autocast();
-        out = task.step(model_, batch);
-      }
-      if (out.batch_size == 0) out.batch_size = data::batch_size(batch);  // shapes: no sync
+      StepOutput out = run_task(task, batch);
       if constexpr (kFixedSteps == 1) {
         precision_.backward(out.loss);
       } else {

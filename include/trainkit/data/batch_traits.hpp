@@ -17,6 +17,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -205,6 +206,10 @@ void for_each_tensor(T& x, F& f) {
 }
 
 }  // namespace detail::batch
+
+/// The batch type of a range of batches.
+template <class Range>
+using batch_of_t = std::remove_cvref_t<decltype(*std::begin(std::declval<Range&>()))>;
 
 namespace data {
 

@@ -25,7 +25,7 @@ concept BatchRange = requires(Range& r) {
   begin(r);
   end(r);
 }
-&&has_tensors<std::remove_cvref_t<decltype(*begin(std::declval<Range&>()))>>;
+&&has_tensors<batch_of_t<Range>>;
 }  // namespace detail
 
 class BatchView {
@@ -37,10 +37,10 @@ class BatchView {
   requires(!std::is_same_v<std::remove_cvref_t<Range>, BatchView>) &&
       detail::BatchRange<Range> BatchView(
           Range& range)  // NOLINT(google-explicit-constructor): designated init
-      : type_(&typeid(Element<Range>)),
+      : type_(&typeid(batch_of_t<Range>)),
   for_each_([&range](const std::function<void(const void*)>& f) {
     for (auto&& b : range) {
-      const Element<Range>& batch = b;
+      const batch_of_t<Range>& batch = b;
       f(&batch);
     }
   }) {}
@@ -58,8 +58,6 @@ class BatchView {
   }
 
  private:
-  template <class Range>
-  using Element = std::remove_cvref_t<decltype(*std::begin(std::declval<Range&>()))>;
   const std::type_info* type_ = nullptr;
   std::function<void(const std::function<void(const void*)>&)> for_each_;
 };
