@@ -17,6 +17,7 @@
 #include <trainkit/callbacks/throughput.hpp>
 #include <trainkit/trainkit.hpp>
 
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -30,6 +31,15 @@
 
 #if TRAINKIT_HAS_CUDA
 #include <torch/cuda.h>
+#endif
+// The kernels' summed duration per step, from PyTorch's profiler (Kineto),
+// whose event API is LibTorch 2's.
+#define TRAINKIT_BENCH_KERNEL_PROFILE (TRAINKIT_HAS_CUDA && TORCH_VERSION_MAJOR >= 2)
+#if TRAINKIT_BENCH_KERNEL_PROFILE
+#include <torch/csrc/autograd/profiler_kineto.h>
+
+#include <map>
+#include <set>
 #endif
 
 using namespace trainkit;
@@ -109,6 +119,58 @@ struct StepTimer {
   double seconds() const { return std::chrono::duration<double>(end - start).count(); }
 };
 
+/// The kind of a CUDA kernel by its name (the same rules as
+/// bench/gpu_pytorch.py's kernel_kind).
+std::string kernel_kind(std::string name) {
+  for (auto& ch : name) ch = char(std::tolower(static_cast<unsigned char>(ch)));
+  const std::vector<std::pair<std::string, std::vector<std::string>>> kinds{
+      {"batch norm", {"batch_norm", "batchnorm", "bn_", "welford", "layers::detail::cuda"}},
+      {"optimizer", {"adam", "multi_tensor", "foreach"}},
+      {"conv/gemm", {"conv", "gemm", "xmma", "cutlass", "cudnn", "sm90_", "wgrad", "dgrad"}},
+      {"fused (triton)", {"triton"}},
+      {"reduce", {"reduce"}},
+      {"elementwise", {"elementwise", "vectorized", "unrolled"}}};
+  for (const auto& [kind, keys] : kinds)
+    for (const auto& k : keys)
+      if (name.find(k) != std::string::npos) return kind;
+  return "other";
+}
+
+/// Profiles steps (from, from + steps] and gives the CUDA kernels' summed
+/// duration per step, in total and by kind, as JSON fields ("" where the
+/// profiler is not available).
+struct KernelProfile {
+  int64_t from, steps;
+  torch::Device device;
+  std::string fields{};  ///< filled at the last profiled step
+  void on_step_end([[maybe_unused]] TrainState& s) {
+#if TRAINKIT_BENCH_KERNEL_PROFILE
+    namespace prof = torch::autograd::profiler;
+    if (!device.is_cuda() || (s.step != from && s.step != from + steps)) return;
+    synchronize(device);
+    const prof::ProfilerConfig config(prof::ProfilerState::KINETO);
+    const std::set<prof::ActivityType> activities{prof::ActivityType::CPU,
+                                                  prof::ActivityType::CUDA};
+    if (s.step == from) {
+      prof::prepareProfiler(config, activities);
+      prof::enableProfiler(config, activities);
+      return;
+    }
+    const auto result = prof::disableProfiler();
+    std::map<std::string, double> kinds;
+    double total = 0;
+    for (const auto& e : result->events()) {
+      if (e.deviceType() != c10::DeviceType::CUDA) continue;
+      const double ms = double(e.durationNs()) / 1e6 / double(steps);
+      kinds[kernel_kind(e.name())] += ms;
+      total += ms;
+    }
+    fields = ", \"kernels_ms\": " + std::to_string(total) +
+             ", \"kernel_kinds_ms\": " + nlohmann::json(kinds).dump();
+#endif
+  }
+};
+
 /// One case: a model, its batch shape and how it trains.
 struct Case {
   std::string name, precision;
@@ -141,10 +203,13 @@ void run(const Case& c, const Args& args) {
                         at::randint(0, c.classes, {c.batch_shape[0]},
                                     at::TensorOptions(device).dtype(at::kLong))});
   }
+  const int64_t profiled = 3;  // steps after the timed ones
   std::vector<data::Batch> data;
-  for (int64_t i = 0; i < warm + args.steps; ++i) data.push_back(distinct[i % distinct.size()]);
+  for (int64_t i = 0; i < warm + args.steps + profiled; ++i)
+    data.push_back(distinct[i % distinct.size()]);
   StepTimer timer{warm, args.steps, device};
-  trainer.fit(task::Classification{}, data, {.epochs = 1}, timer);
+  KernelProfile profile{warm + args.steps, profiled, device};
+  trainer.fit(task::Classification{}, data, {.epochs = 1}, timer, profile);
   const double s = timer.seconds() / double(args.steps);
   const double samples_per_s = double(c.batch_shape[0]) / s;
   std::ostringstream f;
@@ -152,7 +217,7 @@ void run(const Case& c, const Args& args) {
     << (graph ? "graph" : "eager") << (c.blocks.empty() ? "" : " " + c.blocks + "-bn")
     << "\", \"device\": \"" << device.str() << "\", \"batch\": " << c.batch_shape[0]
     << ", \"ms_per_step\": " << s * 1e3 << ", \"samples_per_s\": " << samples_per_s
-    << ", \"steps_per_s\": " << 1.0 / s;
+    << ", \"steps_per_s\": " << 1.0 / s << profile.fields;
   if constexpr (graph) {
     // a fallback reason may quote an error: nlohmann's dump escapes it
     f << ", \"graph\": "
@@ -197,7 +262,8 @@ double time_ms(const torch::Device& device, int iters, F&& f) {
 
 /// ResNet-10's batch norms alone at batch 2048: forward and backward of
 /// BatchNorm2d (+ add) + ReLU against BatchNormReLU2d, and the pass that the
-/// fused forward starts with (ATen's batch_norm_stats), against the time
+/// fused forward starts with (trainkit's statistics kernel, and ATen's
+/// batch_norm_stats that it replaced), against the time
 /// the bytes they must move take at `bandwidth` (bytes/s, read + written).
 void bn_layers(const Args& args, double bandwidth) {
   const torch::Device device(args.device);
@@ -229,7 +295,12 @@ void bn_layers(const Args& args, double bandwidth) {
           auto y = bn(x);
           (void)torch::relu(residual ? y + r : y);
         };
-        const auto stats = [&] { (void)at::batch_norm_stats(x, 1e-5); };
+        const auto aten_stats = [&] { (void)at::batch_norm_stats(x, 1e-5); };
+#if TRAINKIT_HAS_FUSED_KERNELS
+        const auto stats = [&] { (void)trainkit::layers::detail::fused_stats(x, 1e-5); };
+#else
+        const auto& stats = aten_stats;
+#endif
         // passes over the activations the fused step cannot avoid: forward
         // reads x twice (statistics, then normalise), the residual once, writes
         // y; backward reads dy, y, x twice and writes dx (and the residual's).
@@ -245,6 +316,8 @@ void bn_layers(const Args& args, double bandwidth) {
           << ", \"plain_fwd_ms\": " << time_ms(device, iters, plain_forward)
           << ", \"fused_fwd_ms\": " << time_ms(device, iters, fast_forward)
           << ", \"stats_ms\": " << time_ms(device, iters, stats)
+          << ", \"aten_stats_ms\": " << time_ms(device, iters, aten_stats)
+          << ", \"memory_limit_stats_ms\": " << bytes / bandwidth * 1e3
           << ", \"memory_limit_fwd_bwd_ms\": " << passes * bytes / bandwidth * 1e3
           << ", \"memory_limit_fwd_ms\": " << passes_fwd * bytes / bandwidth * 1e3;
         bench::report("gpu_bn_layer", f.str());

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """The GPU benchmarks' table: trainkit's lines (bench_gpu) and PyTorch's
 (gpu_pytorch.py) per case, with each row's speed as a ratio of the fastest
-PyTorch way on the same GPU in the same run (higher is faster).
+PyTorch way on the same GPU in the same run (higher is faster), and where
+a profile ran (bench_gpu on CUDA, gpu_pytorch.py --profile) the kernels'
+summed time per step: the step's limit when nothing waits between kernels.
 
   gpu_compare.py TRAINKIT.jsonl PYTORCH.jsonl
 """
@@ -19,8 +21,9 @@ def load(path):
 def main():
     trainkit, pytorch = load(sys.argv[1]), load(sys.argv[2])
     keys = sorted({(r["case"], r["precision"]) for r in trainkit + pytorch})
-    print("| case | precision | contender | ms/step | samples/s | vs fastest PyTorch | MFU | note |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| case | precision | contender | ms/step | kernels ms/step | samples/s "
+          "| vs fastest PyTorch | MFU | note |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for case, precision in keys:
         rows = [("trainkit " + r["mode"], r) for r in trainkit
                 if (r["case"], r["precision"]) == (case, precision)]
@@ -30,7 +33,7 @@ def main():
         fastest = min(timed) if timed else None
         for name, r in rows:
             if "ms_per_step" not in r:
-                print(f"| {case} | {precision} | {name} | - | - | - | - | {r.get('error', '')} |")
+                print(f"| {case} | {precision} | {name} | - | - | - | - | - | {r.get('error', '')} |")
                 continue
             ratio = f"{fastest / r['ms_per_step']:.2f}x" if fastest else "-"
             mfu = f"{r['mfu']:.3f}" if "mfu" in r else "-"
@@ -38,7 +41,8 @@ def main():
                 f"compile {r['compile_s']} s" if "compile_s" in r else "")
             if note == "recorded":
                 note = ""
-            print(f"| {case} | {precision} | {name} | {r['ms_per_step']:.3f} | "
+            kernels = f"{r['kernels_ms']:.3f}" if "kernels_ms" in r else "-"
+            print(f"| {case} | {precision} | {name} | {r['ms_per_step']:.3f} | {kernels} | "
                   f"{r['samples_per_s']:.0f} | {ratio} | {mfu} | {note} |")
 
 

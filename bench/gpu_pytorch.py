@@ -14,7 +14,11 @@ steps' time beyond steady steps).
 
   gpu_pytorch.py [--device cuda|cpu] [--cases resnet10,mlp,transformer]
                  [--ways eager,fused,compile,reduce-overhead,max-autotune,lightning]
-                 [--steps N] [--batch-scale F] [--peak-flops F]
+                 [--steps N] [--batch-scale F] [--peak-flops F] [--profile]
+
+--profile adds, for each way, the kernels' summed duration per step from a
+profile of 3 more steps (the step's limit when nothing waits between
+kernels), by kind (bench/bench_gpu.cpp's kernel_kind, same rules).
 """
 import argparse
 import json
@@ -97,6 +101,37 @@ def train_flops_per_sample(model, example):
     return 3.0 * counter.get_total_flops()  # forward + backward (2x)
 
 
+def kernel_kind(name):
+    """The kind of a CUDA kernel by its name (same rules as bench_gpu.cpp)."""
+    n = name.lower()
+    for kind, keys in (("batch norm", ("batch_norm", "batchnorm", "bn_", "welford", "layers::detail::cuda")),
+                       ("optimizer", ("adam", "multi_tensor", "foreach")),
+                       ("conv/gemm", ("conv", "gemm", "xmma", "cutlass", "cudnn", "sm90_", "wgrad", "dgrad")),
+                       ("fused (triton)", ("triton",)),
+                       ("reduce", ("reduce",)),
+                       ("elementwise", ("elementwise", "vectorized", "unrolled"))):
+        if any(k in n for k in keys):
+            return kind
+    return "other"
+
+
+def profile_kernels(step, device, steps=3):
+    """Summed kernel time per step, in ms, in total and by kind."""
+    from torch.profiler import ProfilerActivity, profile
+    sync(device)
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for i in range(steps):
+            step(i)
+        sync(device)
+    kinds = {}
+    for e in prof.events():
+        if e.device_type == torch.autograd.DeviceType.CUDA:
+            k = kernel_kind(e.name)
+            kinds[k] = kinds.get(k, 0.0) + e.time_range.elapsed_us() / 1e3 / steps
+    return {"kernels_ms": round(sum(kinds.values()), 4),
+            "kernel_kinds_ms": {k: round(v, 4) for k, v in sorted(kinds.items())}}
+
+
 def plain(way, name, precision, build, shape, channels_last, args):
     device = torch.device(args.device)
     torch.manual_seed(0)
@@ -140,6 +175,8 @@ def plain(way, name, precision, build, shape, channels_last, args):
     per_step = (time.perf_counter() - t0) / args.steps
     result = {"compile_s": round(first - 5 * per_step, 2)} if "compile" in way or "overhead" in way \
         or "autotune" in way else {}
+    if args.profile and device.type == "cuda":
+        result.update(profile_kernels(step, device))
     return per_step, result, model, xs[0][:1]
 
 
@@ -199,6 +236,7 @@ def main():
     ap.add_argument("--steps", type=int, default=50)
     ap.add_argument("--batch-scale", type=float, default=1.0)
     ap.add_argument("--peak-flops", type=float, default=0.0)
+    ap.add_argument("--profile", action="store_true")
     args = ap.parse_args()
     torch.backends.cudnn.benchmark = True
     ways = {"eager": "eager", "fused": "fused", "compile": "compile",

@@ -129,10 +129,11 @@ gpu() {  # gpu [full]
   record "libstdc++ linked before libtorch.so" ctest_link.log \
     ctest --test-dir build/gpu -V -R 'std::filesystem calls bind' --no-tests=error
   local demo=build/gpu/examples/demo
+  # the demos' runs stay in the build tree: the results folder holds what the docs cite
   record "demo fp16 (CUDA)" demo_fp16.log \
-    "$demo" --precision fp16 --epochs 3 --runs-dir "$out/demo_fp16"
+    "$demo" --precision fp16 --epochs 3 --runs-dir build/gpu/runs/demo_fp16
   record "demo bf16 (CUDA)" demo_bf16.log \
-    "$demo" --precision bf16 --epochs 3 --runs-dir "$out/demo_bf16"
+    "$demo" --precision bf16 --epochs 3 --runs-dir build/gpu/runs/demo_bf16
   # The GPU benchmarks against PyTorch on this GPU (docs/benchmarks.md); MFU
   # against the dense fp16/bf16 peak of the H100 and H200 (989 TFLOP/s).
   # max-autotune-no-cudagraphs compiles for minutes per model: gpu-full only.
@@ -144,7 +145,7 @@ gpu() {  # gpu [full]
   record "GPU benchmarks: batch-norm layers" gpu_bn_layers.jsonl \
     build/gpu/bench/bench_gpu --device cuda --cases bn_layers
   record "GPU benchmarks: PyTorch ($ways)" gpu_pytorch.jsonl \
-    python3 bench/gpu_pytorch.py --device cuda --peak-flops "$peak" --ways "$ways"
+    python3 bench/gpu_pytorch.py --device cuda --peak-flops "$peak" --ways "$ways" --profile
   record "GPU benchmarks: table" gpu_table.md \
     python3 bench/gpu_compare.py "$out/gpu_trainkit.jsonl" "$out/gpu_pytorch.jsonl"
   if [ -n "$full" ]; then

@@ -473,3 +473,46 @@ TEST_CASE("fused batch norm + ReLU (+ residual) on CUDA: the kernels against the
   }
 #endif
 }
+
+TEST_CASE("the fused batch norm's statistics kernel on CUDA: Welford's moments against float64") {
+  REQUIRE_CUDA();
+#if TRAINKIT_HAS_CUDA
+  REQUIRE_MESSAGE(TRAINKIT_HAS_FUSED_KERNELS, "test_cuda is built without trainkit::cuda_kernels");
+  uint64_t seed = 100;
+  // Far off-centre (a sum of squares in fp32 would cancel), many rows (every
+  // block and the finalize's lanes), odd and wide channel counts.
+  struct Case {
+    at::ScalarType type;
+    int64_t batch, channels, side;
+    double centre, tol;
+  };
+  for (const auto& c :
+       {Case{at::kFloat, 64, 64, 32, 1000.0, 1e-5}, Case{at::kFloat, 8, 2048, 4, 3.0, 1e-5},
+        Case{at::kFloat, 16, 3, 15, -50.0, 1e-5}, Case{at::kHalf, 64, 64, 32, 20.0, 1e-3},
+        Case{at::kBFloat16, 32, 128, 16, 5.0, 1e-3}, Case{at::kHalf, 2, 12, 1, 0.0, 1e-3}}) {
+    CAPTURE(c.type);
+    CAPTURE(c.channels);
+    CAPTURE(c.batch);
+    torch::manual_seed(++seed);
+    const auto x = (torch::randn({c.batch, c.channels, c.side, c.side}, cuda) + c.centre)
+                       .to(c.type)
+                       .contiguous(at::MemoryFormat::ChannelsLast);
+    const auto wide = x.to(at::kDouble);
+    const auto want_mean = wide.mean({0, 2, 3});
+    const auto want_invstd = (wide.var({0, 2, 3}, /*unbiased=*/false) + 1e-5).rsqrt();
+    const auto [mean, invstd] = trainkit::layers::detail::fused_stats(x, 1e-5);
+    const auto [aten_mean, aten_invstd] = at::batch_norm_stats(x, 1e-5);
+    torch::cuda::synchronize();
+    // within the tolerance, or at worst twice ATen's own error (its Welford, in fp32 too)
+    const auto bound = [&](const at::Tensor& aten, const at::Tensor& want) {
+      return std::max(c.tol, 2 * tk_test::max_rel_error(aten, want));
+    };
+    CHECK(tk_test::max_rel_error(mean, want_mean) <= bound(aten_mean, want_mean));
+    CHECK(tk_test::max_rel_error(invstd, want_invstd) <= bound(aten_invstd, want_invstd));
+    // the same bits on every run: partials merged in a fixed order
+    const auto [mean2, invstd2] = trainkit::layers::detail::fused_stats(x, 1e-5);
+    CHECK(torch::equal(mean, mean2));
+    CHECK(torch::equal(invstd, invstd2));
+  }
+#endif
+}

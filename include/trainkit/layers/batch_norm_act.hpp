@@ -18,6 +18,7 @@
 #include <torch/nn/pimpl.h>
 #include <torch/types.h>
 
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <ostream>
@@ -162,6 +163,25 @@ inline void check_launch(const char* error, const char* what, const at::Tensor& 
 inline int multiprocessors() {
   return at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
 }
+
+/// The training forward's statistics by trainkit's kernels (mean, invstd),
+/// for a tensor that fused_kernels_apply accepts.
+inline std::pair<at::Tensor, at::Tensor> fused_stats(const at::Tensor& x, double eps) {
+  const int64_t rows = x.numel() / x.size(1), channels = x.size(1);
+  const auto type = *kernel_type(x.scalar_type());
+  const int sms = multiprocessors();
+  const auto floats = x.options().dtype(at::kFloat);
+  auto mean = at::empty({channels}, floats), invstd = at::empty({channels}, floats);
+  if (rows == 0) return {mean.fill_(NAN), invstd.fill_(NAN)};  // as the mean of nothing
+  auto workspace = at::empty({cuda::stats_workspace_floats(rows, channels, type, sms)}, floats);
+  cuda::StatsArgs a;
+  a.x = x.data_ptr(), a.mean = mean.data_ptr<float>(), a.invstd = invstd.data_ptr<float>();
+  a.workspace = workspace.data_ptr<float>(), a.eps = float(eps);
+  a.rows = rows, a.channels = channels, a.type = type;
+  check_launch(cuda::launch_stats(a, sms, at::cuda::getCurrentCUDAStream().stream()),
+               "batch norm statistics", x);
+  return {mean, invstd};
+}
 #endif
 
 /// Whether trainkit's CUDA kernels run for these tensors (never without
@@ -213,7 +233,7 @@ struct BatchNormActFunction : torch::autograd::Function<BatchNormActFunction> {
     if (fused_kernels_apply(x, residual, weight, bias, running_mean, running_var)) {
       const c10::cuda::CUDAGuard guard(x.device());
       if (training) {
-        std::tie(mean, invstd) = at::batch_norm_stats(x, eps);
+        std::tie(mean, invstd) = fused_stats(x, eps);
       } else {
         // a copy: a training forward before this backward moves the buffer
         mean = running_mean.clone(), invstd = (running_var + eps).rsqrt();

@@ -24,6 +24,9 @@ constexpr int kThreads = 256;
 // within the default 48 KB (2 x 512 threads x 8 floats).
 constexpr int kMaxGroups = 512;
 constexpr int kBlocksPerSm = 8;
+// The per-block partials are merged per channel by 32-channel by kLanes
+// blocks: each lane takes every kLanes-th partial, then a tree over the lanes.
+constexpr int kLanes = 16;
 
 __device__ __forceinline__ float to_float(float v) {
   return v;
@@ -67,6 +70,85 @@ __device__ __forceinline__ void store(T* p, const float (&in)[V]) {
 #pragma unroll
   for (int i = 0; i < V; ++i) pack.v[i] = from_float<T>(in[i]);
   *reinterpret_cast<Pack<T, V>*>(p) = pack;
+}
+
+// Chan's merge of (n, mean, m2) with (nb, mb, m2b): the moments of the union.
+__device__ __forceinline__ void merge(float& n, float& mean, float& m2, float nb, float mb,
+                                      float m2b) {
+  if (nb == 0.f) return;
+  const float total = n + nb, d = mb - mean, f = nb / total;
+  mean += d * f;
+  m2 += m2b + d * d * n * f;
+  n = total;
+}
+
+// Per block: each thread runs Welford's update over its rows, then one
+// thread per channel merges the block's rows of partials in order.
+// Workspace: [mean | m2 | n] x blocks x channels.
+template <class T, int V>
+__global__ void __launch_bounds__(kMaxGroups) stats_reduce(StatsArgs a) {
+  extern __shared__ float shared[];  // [2][blockDim.y][blockDim.x * V], then [blockDim.y]
+  const int64_t c0 = int64_t(threadIdx.x) * V;
+  float n = 0.f, mean[V] = {}, m2[V] = {};
+  const T* x = static_cast<const T*>(a.x);
+  const int64_t stride = int64_t(gridDim.x) * blockDim.y;
+  for (int64_t row = int64_t(blockIdx.x) * blockDim.y + threadIdx.y; row < a.rows; row += stride) {
+    float v[V];
+    load<T, V>(x + row * a.channels + c0, v);
+    n += 1.f;
+    const float inv = __frcp_rn(n);
+#pragma unroll
+    for (int i = 0; i < V; ++i) {
+      const float d = v[i] - mean[i];
+      mean[i] += d * inv;
+      m2[i] += d * (v[i] - mean[i]);
+    }
+  }
+  const int width = blockDim.x * V, rows = blockDim.y;
+  float* counts = shared + 2 * rows * width;
+#pragma unroll
+  for (int i = 0; i < V; ++i) {
+    shared[threadIdx.y * width + c0 + i] = mean[i];
+    shared[(rows + threadIdx.y) * width + c0 + i] = m2[i];
+  }
+  if (threadIdx.x == 0) counts[threadIdx.y] = n;
+  __syncthreads();
+  const int tid = threadIdx.y * blockDim.x + threadIdx.x;
+  for (int c = tid; c < width; c += blockDim.x * blockDim.y) {
+    float total = 0.f, m = 0.f, s = 0.f;
+    for (int k = 0; k < rows; ++k)
+      merge(total, m, s, counts[k], shared[k * width + c], shared[(rows + k) * width + c]);
+    const int64_t at = int64_t(blockIdx.x) * a.channels + c, part = int64_t(gridDim.x) * a.channels;
+    a.workspace[at] = m;
+    a.workspace[part + at] = s;
+    a.workspace[2 * part + at] = total;
+  }
+}
+
+// Per channel: the blocks' partials merged (lanes, then a tree), mean and invstd.
+__global__ void stats_finalize(StatsArgs a, int blocks) {
+  __shared__ float sn[kLanes][32], sm[kLanes][32], s2[kLanes][32];
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const int64_t c = int64_t(blockIdx.x) * 32 + tx, part = int64_t(blocks) * a.channels;
+  float n = 0.f, m = 0.f, m2 = 0.f;
+  if (c < a.channels)
+    for (int b = ty; b < blocks; b += kLanes) {
+      const int64_t at = int64_t(b) * a.channels + c;
+      merge(n, m, m2, a.workspace[2 * part + at], a.workspace[at], a.workspace[part + at]);
+    }
+  sn[ty][tx] = n, sm[ty][tx] = m, s2[ty][tx] = m2;
+  __syncthreads();
+  for (int half = kLanes / 2; half > 0; half /= 2) {
+    if (ty < half) {
+      merge(n, m, m2, sn[ty + half][tx], sm[ty + half][tx], s2[ty + half][tx]);
+      sn[ty][tx] = n, sm[ty][tx] = m, s2[ty][tx] = m2;
+    }
+    __syncthreads();
+  }
+  if (ty == 0 && c < a.channels) {
+    a.mean[c] = m;
+    a.invstd[c] = 1.f / sqrtf(m2 / n + a.eps);
+  }
 }
 
 template <class T, int V, bool Residual, bool Relu>
@@ -158,19 +240,33 @@ __global__ void __launch_bounds__(kMaxGroups) backward_reduce(BackwardArgs a) {
   }
 }
 
-// Per channel: the partial sums added in block order, the parameter
-// gradients, and dx's coefficients: dx = A g + B (x - mean) + D.
+// Per channel: the blocks' partial sums (lanes, then a tree, a fixed order),
+// the parameter gradients, and dx's coefficients: dx = A g + B (x - mean) + D.
 __global__ void backward_finalize(BackwardArgs a, int blocks) {
-  const int64_t c = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (c >= a.channels) return;
+  __shared__ float sg[kLanes][32], sgx[kLanes][32];
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const int64_t c = int64_t(blockIdx.x) * 32 + tx, part = int64_t(blocks) * a.channels;
   float sum_g = 0.f, sum_gx = 0.f;
-  for (int b = 0; b < blocks; ++b) sum_g += a.workspace[int64_t(b) * a.channels + c];
-  for (int b = 0; b < blocks; ++b) sum_gx += a.workspace[int64_t(blocks + b) * a.channels + c];
+  if (c < a.channels)
+    for (int b = ty; b < blocks; b += kLanes) {
+      sum_g += a.workspace[int64_t(b) * a.channels + c];
+      sum_gx += a.workspace[part + int64_t(b) * a.channels + c];
+    }
+  sg[ty][tx] = sum_g, sgx[ty][tx] = sum_gx;
+  __syncthreads();
+  for (int half = kLanes / 2; half > 0; half /= 2) {
+    if (ty < half) {
+      sum_g += sg[ty + half][tx], sum_gx += sgx[ty + half][tx];
+      sg[ty][tx] = sum_g, sgx[ty][tx] = sum_gx;
+    }
+    __syncthreads();
+  }
+  if (ty != 0 || c >= a.channels) return;
   const float invstd = a.invstd[c], w = a.weight ? a.weight[c] : 1.f;
   if (a.grad_bias) a.grad_bias[c] = sum_g;
   if (a.grad_weight) a.grad_weight[c] = sum_gx * invstd;
   const float A = w * invstd, n = float(a.rows);
-  float* coef = a.workspace + int64_t(2 * blocks) * a.channels;
+  float* coef = a.workspace + 2 * part;
   coef[c] = A;
   coef[a.channels + c] = a.training ? -A * invstd * invstd * sum_gx / n : 0.f;
   coef[2 * a.channels + c] = a.training ? -A * sum_g / n : 0.f;
@@ -230,6 +326,19 @@ inline const char* launch_error() {
   return e == cudaSuccess ? nullptr : cudaGetErrorString(e);
 }
 
+inline unsigned finalize_blocks(int64_t channels) {
+  return unsigned((channels + 31) / 32);
+}
+
+template <class T, int V>
+const char* stats_as(const StatsArgs& a, Shape s, cudaStream_t stream) {
+  const size_t shared = (size_t(2) * s.block.x * V + 1) * s.block.y * sizeof(float);
+  stats_reduce<T, V><<<s.blocks, s.block, shared, stream>>>(a);
+  if (const char* e = launch_error()) return e;
+  stats_finalize<<<finalize_blocks(a.channels), dim3(32, kLanes), 0, stream>>>(a, s.blocks);
+  return launch_error();
+}
+
 template <class T, int V>
 const char* forward_as(const ForwardArgs& a, Shape s, cudaStream_t stream) {
   const bool res = a.residual != nullptr;
@@ -252,8 +361,7 @@ const char* backward_as(const BackwardArgs& a, Shape s, cudaStream_t stream) {
   else
     backward_reduce<T, V, false><<<s.blocks, s.block, shared, stream>>>(a);
   if (const char* e = launch_error()) return e;
-  backward_finalize<<<unsigned((a.channels + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
-      a, s.blocks);
+  backward_finalize<<<finalize_blocks(a.channels), dim3(32, kLanes), 0, stream>>>(a, s.blocks);
   if (const char* e = launch_error()) return e;
   if (!a.grad_x && !a.grad_residual) return nullptr;
   if (a.relu)
@@ -263,17 +371,21 @@ const char* backward_as(const BackwardArgs& a, Shape s, cudaStream_t stream) {
   return launch_error();
 }
 
-// Calls f.template operator()<T, V>() for the argument's type and width.
-template <class F>
-const char* dispatch(Scalar type, int width, F&& f) {
-  switch (type) {
+// Calls f.template operator()<T, V>(shape) for the arguments' type, width
+// and launch shape (nothing for no rows).
+template <class Args, class F>
+const char* dispatch(const Args& a, int multiprocessors, F&& f) {
+  if (a.rows == 0) return nullptr;
+  const Shape s = shape(a.rows, a.channels, a.type, multiprocessors);
+  const bool vectors = vector_width(a.channels, a.type) > 1;
+  switch (a.type) {
     case Scalar::f32:
-      return width == 4 ? f.template operator()<float, 4>() : f.template operator()<float, 1>();
+      return vectors ? f.template operator()<float, 4>(s) : f.template operator()<float, 1>(s);
     case Scalar::f16:
-      return width == 8 ? f.template operator()<__half, 8>() : f.template operator()<__half, 1>();
+      return vectors ? f.template operator()<__half, 8>(s) : f.template operator()<__half, 1>(s);
     case Scalar::bf16:
-      return width == 8 ? f.template operator()<__nv_bfloat16, 8>()
-                        : f.template operator()<__nv_bfloat16, 1>();
+      return vectors ? f.template operator()<__nv_bfloat16, 8>(s)
+                     : f.template operator()<__nv_bfloat16, 1>(s);
   }
   return "trainkit: unknown scalar type";
 }
@@ -289,20 +401,26 @@ int64_t backward_workspace_floats(int64_t rows, int64_t channels, Scalar type,
   return (2 * int64_t(kernels::shape(rows, channels, type, multiprocessors).blocks) + 3) * channels;
 }
 
+int64_t stats_workspace_floats(int64_t rows, int64_t channels, Scalar type, int multiprocessors) {
+  return 3 * int64_t(kernels::shape(rows, channels, type, multiprocessors).blocks) * channels;
+}
+
+const char* launch_stats(const StatsArgs& a, int multiprocessors, void* stream) {
+  return kernels::dispatch(a, multiprocessors, [&]<class T, int V>(kernels::Shape s) {
+    return kernels::stats_as<T, V>(a, s, cudaStream_t(stream));
+  });
+}
+
 const char* launch_forward(const ForwardArgs& a, int multiprocessors, void* stream) {
-  if (a.rows == 0) return nullptr;
-  const auto s = kernels::shape(a.rows, a.channels, a.type, multiprocessors);
-  return kernels::dispatch(
-      a.type, kernels::vector_width(a.channels, a.type),
-      [&]<class T, int V>() { return kernels::forward_as<T, V>(a, s, cudaStream_t(stream)); });
+  return kernels::dispatch(a, multiprocessors, [&]<class T, int V>(kernels::Shape s) {
+    return kernels::forward_as<T, V>(a, s, cudaStream_t(stream));
+  });
 }
 
 const char* launch_backward(const BackwardArgs& a, int multiprocessors, void* stream) {
-  if (a.rows == 0) return nullptr;
-  const auto s = kernels::shape(a.rows, a.channels, a.type, multiprocessors);
-  return kernels::dispatch(
-      a.type, kernels::vector_width(a.channels, a.type),
-      [&]<class T, int V>() { return kernels::backward_as<T, V>(a, s, cudaStream_t(stream)); });
+  return kernels::dispatch(a, multiprocessors, [&]<class T, int V>(kernels::Shape s) {
+    return kernels::backward_as<T, V>(a, s, cudaStream_t(stream));
+  });
 }
 
 }  // namespace trainkit::layers::detail::cuda

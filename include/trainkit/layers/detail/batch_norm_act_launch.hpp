@@ -49,12 +49,28 @@ struct BackwardArgs {
   bool relu = true, training = true;
 };
 
+/// Training-mode statistics per channel of x (rows x channels, row-major):
+/// mean and invstd = 1 / sqrt(biased variance + eps), as ATen's
+/// batch_norm_stats gives them, by Welford's update per thread and Chan's
+/// merge of the partials in a fixed order (the same bits on every run).
+struct StatsArgs {
+  const void* x = nullptr;
+  float* mean = nullptr;
+  float* invstd = nullptr;
+  float* workspace = nullptr;  ///< stats_workspace_floats(...) floats
+  float eps = 0;
+  int64_t rows = 0, channels = 0;
+  Scalar type = Scalar::f32;
+};
+
 /// Whether the kernels take this shape (else the caller uses the composite).
 bool supports(int64_t channels, Scalar type);
 int64_t backward_workspace_floats(int64_t rows, int64_t channels, Scalar type, int multiprocessors);
+int64_t stats_workspace_floats(int64_t rows, int64_t channels, Scalar type, int multiprocessors);
 
 /// Each launches on `stream` (a cudaStream_t) and returns nullptr, or the
 /// CUDA error's text.
+const char* launch_stats(const StatsArgs& args, int multiprocessors, void* stream);
 const char* launch_forward(const ForwardArgs& args, int multiprocessors, void* stream);
 const char* launch_backward(const BackwardArgs& args, int multiprocessors, void* stream);
 
