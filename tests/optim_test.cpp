@@ -16,17 +16,8 @@ struct Problem {
 };
 
 Problem make_problem(const nlohmann::json& ref) {
-  const auto init = ref["init"].get<std::vector<double>>();
   Problem p;
-  int64_t offset = 0;
-  for (const auto& shape : ref["shapes"]) {
-    const auto sizes = shape.get<std::vector<int64_t>>();
-    int64_t n = 1;
-    for (auto s : sizes) n *= s;
-    std::vector<double> values(init.begin() + offset, init.begin() + offset + n);
-    p.params.push_back(tk_test::to_tensor(values).to(at::kFloat).view(sizes).requires_grad_(true));
-    offset += n;
-  }
+  for (auto& t : tk_test::reference_tensors(ref)) p.params.push_back(t.requires_grad_(true));
   p.flat = FlatParams(p.params);
   return p;
 }

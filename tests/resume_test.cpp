@@ -421,3 +421,43 @@ TEST_CASE("ReduceLROnPlateau resumes: best, bad epochs, cooldown and its lr come
   CHECK(reference->scheduler().lr() < 0.2);
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("parameter groups resume: per-group optimizer state and schedules come back") {
+  at::set_num_threads(1);
+  const auto dir = tk_test::temp_dir("trainkit_resume_groups");
+  using T = Trainer<optim::AdamW, sched::ReduceLROnPlateau>;
+  const auto make = [] {
+    torch::manual_seed(11);
+    return std::make_unique<T>(
+        Net(),
+        T::Options{.optim = {.lr = 0.05, .weight_decay = 0.1},
+                   .sched = {.metric = "train_loss",
+                             .factor = 0.5,
+                             .patience = 0,
+                             .threshold = 0.1,
+                             .min_lr = 0.004},
+                   .param_groups = {
+                       {"biases",
+                        params::below_2d(),
+                        {.lr_scale = 0.2, .weight_decay = 0.0, .beta1 = 0.8, .amsgrad = true}}}});
+  };
+  const FitOptions four_epochs{.epochs = 4};
+  auto reference = make();
+  auto l0 = make_loader();
+  reference->fit(task::Classification{}, *l0, four_epochs);
+  auto first = make();
+  auto l1 = make_loader();
+  first->fit(task::Classification{}, *l1, four_epochs, Interrupt{dir, -1, /*stop_after_epoch=*/1});
+  auto second = make();
+  auto l2 = make_loader();
+  FitOptions resume = four_epochs;
+  resume.resume_from = dir / "epoch-1.ckpt";
+  second->fit(task::Classification{}, *l2, resume);
+  expect_bitwise_equal(second->model(), reference->model());
+  // each group's schedule: its own base, reduced, and the biases' at its min_lr floor
+  CHECK(second->optimizer().lr(1) == reference->optimizer().lr(1));
+  CHECK(second->optimizer().lr(0) == reference->optimizer().lr(0));
+  CHECK(reference->optimizer().lr(0) < 0.05);
+  CHECK(reference->optimizer().lr(1) < 0.05 * 0.2);
+  std::filesystem::remove_all(dir);
+}

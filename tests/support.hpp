@@ -24,6 +24,20 @@ inline at::Tensor to_tensor(const std::vector<double>& values) {
   return at::tensor(values, at::kDouble);
 }
 
+/// An optimizer reference's initial tensors (its "init" split by "shapes"), float32.
+inline std::vector<at::Tensor> reference_tensors(const nlohmann::json& ref) {
+  const auto all = to_tensor(ref["init"].get<std::vector<double>>()).to(at::kFloat);
+  std::vector<at::Tensor> out;
+  int64_t offset = 0;
+  for (const auto& shape : ref["shapes"]) {
+    const auto sizes = shape.get<std::vector<int64_t>>();
+    const auto n = c10::multiply_integers(sizes);
+    out.push_back(all.narrow(0, offset, n).view(sizes).clone());
+    offset += n;
+  }
+  return out;
+}
+
 /// Relative error of a tensor: max |a - b| / max |b| (the error measured
 /// against the tensor's own scale, so entries near zero do not dominate).
 inline double max_rel_error(const at::Tensor& a, const at::Tensor& b) {

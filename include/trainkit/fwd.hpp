@@ -7,6 +7,8 @@
 namespace trainkit {
 class Error;
 class FlatParams;
+struct ParamGroup;
+struct GroupOptions;
 class TrainState;
 class ModelRef;
 struct StepOutput;
@@ -15,6 +17,7 @@ struct AdamOptions;
 class Adam;
 struct AdamWOptions;
 class AdamW;
+struct SGDOptions;
 class SGD;
 template <class TorchOptimizer, class TorchOptions>
 class Wrap;

@@ -3,30 +3,44 @@
 // tensors are re-pointed at views of one contiguous buffer per (device, dtype),
 // and their gradients at views of a matching flat gradient that autograd
 // accumulates into. Optimizers, clipping and zeroing then touch a handful of
-// large tensors instead of hundreds of small ones.
+// large tensors instead of hundreds of small ones. Each parameter group
+// (param_groups.hpp) has buffers of its own, so a group's hyperparameters
+// apply to whole buffers.
 #include <c10/util/strides.h>
 #include <torch/nn/module.h>
 #include <torch/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <span>
+#include <string>
 #include <unordered_set>
 #include <utility>
 #include <vector>
 
 #include "trainkit/detail/linkage.hpp"
 #include "trainkit/error.hpp"
+#include "trainkit/param_groups.hpp"
 
 namespace trainkit {
 
-/// One contiguous buffer of parameters that share a device and dtype.
+/// One contiguous buffer of parameters that share a parameter group, a
+/// device and a dtype.
 struct FlatGroup {
   at::Tensor data;                 ///< all parameters, back to back
   at::Tensor grad;                 ///< their gradients, same layout
   std::vector<at::Tensor> params;  ///< the model's parameters (views of `data`)
   std::vector<int64_t> offsets;    ///< start of each parameter in `data`
+  size_t param_group = 0;          ///< index into FlatParams::param_groups()
 
   int64_t numel() const { return data.numel(); }
+};
+
+/// A parameter group as an optimizer sees it; index 0 is the default group
+/// (the parameters no group selected, the optimizer's own options).
+struct ParamGroupInfo {
+  std::string name;
+  GroupOptions options;
 };
 
 class FlatParams {
@@ -42,8 +56,18 @@ class FlatParams {
 
   explicit FlatParams(torch::nn::Module& module) : FlatParams(module.parameters()) {}
 
+  /// The module's trainable parameters in parameter groups: each goes to the
+  /// first of `groups` that selects it (index i + 1), the rest to the default
+  /// group (0). Buffers per (group, device, dtype), the default group's first.
+  FlatParams(const torch::nn::Module& module, const std::vector<ParamGroup>& groups,
+             at::MemoryFormat format = at::MemoryFormat::Contiguous);
+
+  /// The buffers, each of one parameter group, device and dtype.
   std::span<FlatGroup> groups() { return groups_; }
   std::span<const FlatGroup> groups() const { return groups_; }
+
+  /// The parameter groups, the default one first (always present, maybe empty).
+  const std::vector<ParamGroupInfo>& param_groups() const { return param_groups_; }
 
   int64_t numel() const {
     int64_t n = 0;
@@ -78,10 +102,11 @@ class FlatParams {
   }
 
  private:
-  FlatGroup& group_for(const at::Tensor& p);
+  FlatGroup& group_for(const at::Tensor& p, size_t param_group);
   static void flatten(FlatGroup& g, at::MemoryFormat format);
 
   std::vector<FlatGroup> groups_;
+  std::vector<ParamGroupInfo> param_groups_{{"default", {}}};
 };
 
 #if TRAINKIT_DEFINITIONS
@@ -91,7 +116,56 @@ TRAINKIT_INLINE FlatParams::FlatParams(const std::vector<at::Tensor>& params,
   std::unordered_set<const void*> seen;
   for (const auto& p : params) {
     if (!p.requires_grad() || !seen.insert(p.unsafeGetTensorImpl()).second) continue;
-    group_for(p).params.push_back(p);
+    group_for(p, 0).params.push_back(p);
+  }
+  for (auto& g : groups_) flatten(g, format);
+}
+
+TRAINKIT_INLINE FlatParams::FlatParams(const torch::nn::Module& module,
+                                       const std::vector<ParamGroup>& groups,
+                                       at::MemoryFormat format) {
+  torch::NoGradGuard no_grad;
+  for (const auto& g : groups) param_groups_.push_back({g.name, g.options});
+  // Named parameters in module.parameters()' order (a module's own, then
+  // its children's, depth first), each once, with the group that takes it.
+  struct Named {
+    at::Tensor tensor;
+    size_t group;
+  };
+  std::vector<Named> named;
+  std::vector<int64_t> taken(groups.size() + 1, 0);
+  std::unordered_set<const void*> seen;
+  const std::function<void(const torch::nn::Module&, const std::string&)> visit =
+      [&](const torch::nn::Module& m, const std::string& prefix) {
+        for (const auto& item : m.named_parameters(/*recurse=*/false)) {
+          const auto& p = item.value();
+          if (!p.requires_grad() || !seen.insert(p.unsafeGetTensorImpl()).second) continue;
+          const std::string name = prefix + item.key();
+          size_t group = 0;
+          for (size_t i = 0; i < groups.size() && group == 0; ++i) {
+            if (groups[i].select && groups[i].select(ParamInfo{name, p, m})) group = i + 1;
+          }
+          named.push_back({p, group});
+          ++taken[group];
+        }
+        for (const auto& child : m.named_children())
+          visit(*child.value(), prefix + child.key() + ".");
+      };
+  visit(module, "");
+  for (size_t i = 0; i < groups.size(); ++i) {
+    detail::require_option(groups[i].select != nullptr,
+                           "param_groups[" + std::to_string(i) + "].select", groups[i].name,
+                           "a selector (params::name_matches, params::in_module, a predicate)");
+    detail::require_option(taken[i + 1] > 0 || groups[i].optional,
+                           "param_groups[" + std::to_string(i) + "] (\"" + groups[i].name + "\")",
+                           "no trainable parameter",
+                           "a selector that takes at least one parameter that requires grad and "
+                           "no earlier group took (or optional = true)");
+  }
+  for (size_t group = 0; group < param_groups_.size(); ++group) {
+    for (const auto& n : named) {
+      if (n.group == group) group_for(n.tensor, group).params.push_back(n.tensor);
+    }
   }
   for (auto& g : groups_) flatten(g, format);
 }
@@ -103,17 +177,23 @@ TRAINKIT_INLINE FlatParams FlatParams::shard(int rank, int world) const {
     FlatGroup s;
     s.data = g.data.narrow(0, begin, end - begin);
     s.grad = g.grad.narrow(0, begin, end - begin);
+    s.param_group = g.param_group;
     out.groups_.push_back(std::move(s));
   }
+  out.param_groups_ = param_groups_;
   return out;
 }
 
-TRAINKIT_INLINE FlatGroup& FlatParams::group_for(const at::Tensor& p) {
+TRAINKIT_INLINE FlatGroup& FlatParams::group_for(const at::Tensor& p, size_t param_group) {
   for (auto& g : groups_) {
     const auto& first = g.params.front();
-    if (first.device() == p.device() && first.scalar_type() == p.scalar_type()) return g;
+    if (g.param_group == param_group && first.device() == p.device() &&
+        first.scalar_type() == p.scalar_type())
+      return g;
   }
-  return groups_.emplace_back();
+  auto& g = groups_.emplace_back();
+  g.param_group = param_group;
+  return g;
 }
 
 TRAINKIT_INLINE void FlatParams::flatten(FlatGroup& g, at::MemoryFormat format) {

@@ -77,16 +77,15 @@ class Trainer {
         parallel_(options.parallel),
         device_(prepare(parallel_, model_, options.keep_freed_cpu_memory)),
         device_settings_(detail::apply_device_options(options.device)),
-        flat_(model_.module().parameters(), device_settings_.channels_last
-                                                ? at::MemoryFormat::ChannelsLast
-                                                : at::MemoryFormat::Contiguous),
+        flat_(model_.module(), options.param_groups,
+              device_settings_.channels_last ? at::MemoryFormat::ChannelsLast
+                                             : at::MemoryFormat::Contiguous),
         optimizer_(parallel_.attach(flat_), options.optim),
-        scheduler_(options.sched),
+        schedules_(optimizer_, flat_.param_groups().size(), options.sched),
         precision_(options.precision, device_),
         accumulate_(options.accumulate),
         clip_(options.clip),
-        capture_(options.capture),
-        base_lr_(optimizer_.lr()) {
+        capture_(options.capture) {
     detail::require_option(flat_.numel() > 0, "model", "no trainable parameters",
                            "a model with at least one parameter that requires grad");
     parallel_.check_same("trainer (policies and accumulation steps)",
@@ -121,13 +120,13 @@ class Trainer {
       state.total_steps = state.total_steps > 0 ? std::min(state.total_steps, options.max_steps)
                                                 : options.max_steps;
     }
-    scheduler_.start({base_lr_, state.total_steps});
+    schedules_.start(state.total_steps);
     apply_schedule(state);
-    detail::check_momentum_schedule<Optimizer>(scheduler_);
+    detail::check_momentum_schedule<Optimizer>(schedules_.front());
     detail::describe_run(state, detail::kPolicyRoles, detail::policy_names<Policies>(),
-                         {base_lr_, static_cast<int64_t>(accumulate_.steps()), options.epochs,
-                          options.log_every, options.max_steps, parallel_.world_size(),
-                          device_.str(), flat_.numel(), device_settings_});
+                         {schedules_.base_lr(), static_cast<int64_t>(accumulate_.steps()),
+                          options.epochs, options.log_every, options.max_steps,
+                          parallel_.world_size(), device_.str(), flat_.numel(), device_settings_});
 
     using Hooks = detail::CallbackSet<Callbacks...>;
     Hooks hooks(std::forward<Callbacks>(callbacks)...);
@@ -214,7 +213,7 @@ class Trainer {
           }
           hooks.template dispatch<OnValidationEnd>(state);
         }
-        detail::end_epoch_schedule(scheduler_, optimizer_, state);
+        schedules_.end_epoch(optimizer_, state);
         epoch_done_ = true;
         hooks.template dispatch<OnEpochEnd>(state);
         coordinator().agree_on_stop(state);
@@ -260,7 +259,7 @@ class Trainer {
   torch::Device device() const { return device_; }
   FlatParams& flat_params() { return flat_; }
   Optimizer& optimizer() { return optimizer_; }
-  Scheduler& scheduler() { return scheduler_; }
+  Scheduler& scheduler() { return schedules_.front(); }  ///< the default group's
   Precision& precision() { return precision_; }
   Clip& clip() { return clip_; }
   Parallel& parallel() { return parallel_; }
@@ -423,7 +422,7 @@ class Trainer {
 
   detail::Coordinator<Parallel> coordinator() { return detail::Coordinator<Parallel>(parallel_); }
 
-  void apply_schedule(TrainState& state) { detail::apply_schedule(scheduler_, optimizer_, state); }
+  void apply_schedule(TrainState& state) { schedules_.apply(optimizer_, state); }
 
   ModelRef model_;
   Parallel parallel_;
@@ -431,12 +430,11 @@ class Trainer {
   detail::DeviceSettings device_settings_;
   FlatParams flat_;
   Optimizer optimizer_;
-  Scheduler scheduler_;
+  detail::Schedules<Scheduler> schedules_;  ///< one per parameter group
   Precision precision_;
   Accumulate accumulate_;
   Clip clip_;
   [[no_unique_address]] Capture capture_;
-  double base_lr_;
   struct NoCapture {};
   /// The capture driver's state; nothing when steps are not captured.
   [[no_unique_address]] std::conditional_t<kGraphs, detail::CapturedSteps<Trainer>, NoCapture>

@@ -5,10 +5,12 @@
 #include <filesystem>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "trainkit/data/batch_view.hpp"
 #include "trainkit/device_options.hpp"
 #include "trainkit/error.hpp"
+#include "trainkit/param_groups.hpp"
 #include "trainkit/trainer/detail/policy_checks.hpp"
 
 namespace trainkit {
@@ -25,6 +27,10 @@ struct TrainerOptions {
   detail::options_t<Clip> clip{};
   detail::options_t<Parallel> parallel{};
   detail::options_t<Capture> capture{};
+  /// Parts of the model trained with their own hyperparameters
+  /// (param_groups.hpp: params::no_weight_decay(), params::layer_decay(...));
+  /// the parameters none selects train with `optim`.
+  std::vector<ParamGroup> param_groups{};
   /// TF32, cuDNN autotuning, channels-last (process-wide, as torch.backends).
   DeviceOptions device{};
   /// Keep freed CPU memory for reuse (trainer/detail/allocator.hpp); process-wide.

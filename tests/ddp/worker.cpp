@@ -130,19 +130,22 @@ void parity() {
         "DDP with accumulation equals one process within 1e-6");
 }
 
-// ZeroSharded steps the same parameters as DDP, with 1/W of the state.
+// ZeroSharded steps the same parameters as DDP, with 1/W of the state; with
+// a parameter group of its own hyperparameters (amsgrad's extra state there only).
 void zero_parity() {
   const tk::optim::AdamW::Options adamw{.lr = 1e-2, .weight_decay = 0.01};
+  const std::vector<tk::ParamGroup> groups{
+      {"biases", tk::params::below_2d(), {.lr_scale = 0.5, .weight_decay = 0.0, .amsgrad = true}}};
   const tk::FitOptions fit{.epochs = 2};
   auto ddp_model = make_model();
   T<tk::optim::AdamW, tk::accumulate::None, tk::parallel::DDP> ddp(
-      ddp_model, {.optim = adamw, .parallel = ddp_options(0)});
+      ddp_model, {.optim = adamw, .parallel = ddp_options(0), .param_groups = groups});
   auto data = make_loader(96, 8);
   ddp.fit(tk::task::Regression{}, data, fit);
 
   auto zero_model = make_model();
   T<tk::optim::AdamW, tk::accumulate::None, tk::parallel::ZeroSharded> zero(
-      zero_model, {.optim = adamw, .parallel = ddp_options(1)});
+      zero_model, {.optim = adamw, .parallel = ddp_options(1), .param_groups = groups});
   zero.fit(tk::task::Regression{}, data, fit);
   const double err = max_rel_diff(*zero_model, *ddp_model);
   const auto full = ddp.optimizer().exp_avg()[0].numel();
@@ -157,7 +160,8 @@ void zero_parity() {
 // Captured steps compose with data parallelism: capture::CudaGraph over DDP
 // and ZeroSharded, replayed by re-running the recorded body (emulate: the
 // collectives run again, as a graph would launch them), equals the eager
-// run within 1e-6 over 20 steps of AdamW + OneCycle + clip::Norm + Every<2>.
+// run within 1e-6 over 20 steps of AdamW + OneCycle + clip::Norm + Every<2>,
+// with a parameter group at its own rate (a device learning rate per group).
 template <class Par, class Capture>
 using SettingTrainer = tk::Trainer<tk::optim::AdamW, tk::sched::OneCycle, tk::precision::Fp32,
                                    tk::accumulate::Every<2>, tk::clip::Norm, Par, Capture>;
@@ -167,10 +171,13 @@ void captured_equals_eager(int port_offset, const char* name) {
   // LibTorch < 2.4 has no fused kernels: there capture falls back to eager.
   const auto fused = TRAINKIT_HAS_FUSED_OPTIMIZERS ? std::optional<bool>(true) : std::nullopt;
   const auto options = [&]<class Trainer>(std::type_identity<Trainer>, int offset) {
-    typename Trainer::Options o{.optim = {.lr = 1e-2, .fused = fused},
-                                .sched = {.max_lr = 2e-2, .cycle_momentum = false},
-                                .clip = {.max_norm = 0.5},
-                                .parallel = ddp_options(offset)};
+    typename Trainer::Options o{
+        .optim = {.lr = 1e-2, .fused = fused},
+        .sched = {.max_lr = 2e-2, .cycle_momentum = false},
+        .clip = {.max_norm = 0.5},
+        .parallel = ddp_options(offset),
+        .param_groups = {
+            {"biases", tk::params::below_2d(), {.lr_scale = 0.5, .weight_decay = 0.0}}}};
     if constexpr (requires { o.capture.emulate; }) o.capture = {.warmup_steps = 2, .emulate = true};
     return o;
   };

@@ -1,35 +1,40 @@
 #pragma once
 // optim::SGD: stochastic gradient descent with momentum, dampening, Nesterov
-// and L2 weight decay, as torch.optim.SGD, stepping the flat buffers at once.
+// and L2 weight decay, as torch.optim.SGD, stepping the flat buffers at once;
+// each parameter group with its own hyperparameters.
 #include <optional>
+#include <string>
 #include <type_traits>
 #include <vector>
 
 #include "trainkit/detail/linkage.hpp"
 #include "trainkit/error.hpp"
 #include "trainkit/optim/detail/fused_optim.hpp"
+#include "trainkit/optim/detail/group_options.hpp"
 #include "trainkit/optim/detail/sgd_kernel.hpp"
 #include "trainkit/params.hpp"
 #include "trainkit/state_dict.hpp"
 
 namespace trainkit::optim {
 
-class SGD {
+struct SGDOptions {
+  double lr = 1e-2;
+  double momentum = 0.0;
+  double dampening = 0.0;
+  double weight_decay = 0.0;
+  bool nesterov = false;
+  bool maximize = false;
+  /// ATen's fused kernel (torch.optim's fused=True; LibTorch >= 2.4). Unset:
+  /// fused on CUDA, trainkit's own kernel on CPUs; true: fused everywhere.
+  std::optional<bool> fused{};
+};
+
+class SGD : public detail::GroupedOptions<SGDOptions> {
  public:
   static constexpr const char* stable_name(std::type_identity<SGD>) {
     return "trainkit::optim::SGD";
   }
-  struct Options {
-    double lr = 1e-2;
-    double momentum = 0.0;
-    double dampening = 0.0;
-    double weight_decay = 0.0;
-    bool nesterov = false;
-    bool maximize = false;
-    /// ATen's fused kernel (torch.optim's fused=True; LibTorch >= 2.4). Unset:
-    /// fused on CUDA, trainkit's own kernel on CPUs; true: fused everywhere.
-    std::optional<bool> fused{};
-  };
+  using Options = SGDOptions;
 
   SGD(FlatParams& params, const Options& options);
 
@@ -47,24 +52,19 @@ class SGD {
   /// reads. Needs fused().
   void step_unless_inf(const at::Tensor& found_inf);
 
-  double lr() const { return options_.lr; }
-  void set_lr(double lr) {
-    options_.lr = lr;
-    lr_.set(lr);
-  }
   /// A captured step has the momentum baked in, and makes no buffer: not
   /// before every momentum buffer exists (the first step with momentum ran).
   bool ready_to_capture() const {
-    if (options_.momentum == 0.0) return true;
-    for (const auto& b : momentum_) {
-      if (!b.defined()) return false;
+    const auto groups = params_->groups();
+    for (size_t i = 0; i < groups.size(); ++i) {
+      if (group_[groups[i].param_group].momentum != 0.0 && !momentum_[i].defined()) return false;
     }
     return true;
   }
 
   double momentum() const { return options_.momentum; }
-  void set_momentum(double m) { options_.momentum = m; }
-  const Options& options() const { return options_; }
+  /// A schedule's momentum cycling sets every group's.
+  void set_momentum(double m) { set_all(&Options::momentum, m); }
   std::vector<at::Tensor>& momentum_buffers() { return momentum_; }
 
   StateDict state_dict() const;
@@ -78,26 +78,43 @@ class SGD {
     return "momentum_buffer." + std::to_string(group);
   }
   void fused_step(const at::Tensor& found_inf);
+  static void check(const Options& o, const std::string& prefix);
+  /// The optimizer's options with a group's overrides, checked.
+  static Options resolve(Options o, const GroupOptions& g, size_t param_group);
 
   FlatParams* params_;
-  Options options_;
   bool fused_;
   std::vector<at::Tensor> momentum_;
   std::vector<at::Tensor> scratch_;
-  detail::DeviceLr lr_;
 };
 
 #if TRAINKIT_DEFINITIONS
-TRAINKIT_INLINE SGD::SGD(FlatParams& params, const Options& options)
-    : params_(&params), options_(options) {
+TRAINKIT_INLINE void SGD::check(const Options& o, const std::string& prefix) {
   using detail::require_option;
-  require_option(options.lr >= 0.0, "optim.lr", options.lr, "a number >= 0");
-  require_option(options.momentum >= 0.0, "optim.momentum", options.momentum, "a number >= 0");
-  require_option(options.weight_decay >= 0.0, "optim.weight_decay", options.weight_decay,
-                 "a number >= 0");
-  require_option(!options.nesterov || (options.momentum > 0.0 && options.dampening == 0.0),
-                 "optim.nesterov", options.nesterov,
-                 "true only with momentum > 0 and dampening == 0");
+  require_option(o.lr >= 0.0, prefix + ".lr", o.lr, "a number >= 0");
+  require_option(o.momentum >= 0.0, prefix + ".momentum", o.momentum, "a number >= 0");
+  require_option(o.weight_decay >= 0.0, prefix + ".weight_decay", o.weight_decay, "a number >= 0");
+  require_option(!o.nesterov || (o.momentum > 0.0 && o.dampening == 0.0), prefix + ".nesterov",
+                 o.nesterov, "true only with momentum > 0 and dampening == 0");
+}
+
+TRAINKIT_INLINE SGD::Options SGD::resolve(Options o, const GroupOptions& g, size_t param_group) {
+  const char* accepted = "lr, lr_scale, weight_decay, momentum, dampening, nesterov";
+  detail::refuse_group_option(g.beta1, param_group, "beta1", "optim::SGD", accepted);
+  detail::refuse_group_option(g.beta2, param_group, "beta2", "optim::SGD", accepted);
+  detail::refuse_group_option(g.eps, param_group, "eps", "optim::SGD", accepted);
+  detail::refuse_group_option(g.amsgrad, param_group, "amsgrad", "optim::SGD", accepted);
+  o.lr = detail::group_lr(g, o.lr, param_group);
+  o.weight_decay = g.weight_decay.value_or(o.weight_decay);
+  o.momentum = g.momentum.value_or(o.momentum);
+  o.dampening = g.dampening.value_or(o.dampening);
+  o.nesterov = g.nesterov.value_or(o.nesterov);
+  check(o, detail::group_prefix(param_group));
+  return o;
+}
+
+TRAINKIT_INLINE SGD::SGD(FlatParams& params, const Options& options)
+    : GroupedOptions(params, (check(options, "optim"), options), resolve), params_(&params) {
   const auto groups = params.groups();
   fused_ = !groups.empty() && detail::resolve_fused(options.fused, groups.front().data.device());
   for (auto& g : groups) scratch_.push_back(fused_ ? at::Tensor() : at::empty_like(g.data));
@@ -106,7 +123,7 @@ TRAINKIT_INLINE SGD::SGD(FlatParams& params, const Options& options)
 
 TRAINKIT_INLINE void SGD::make_capturable() {
   detail::require_fused(fused_, "a capturable step");
-  lr_.make_capturable(options_.lr, params_->groups().front().data);
+  make_rates_capturable(params_->groups().front().data);
 }
 
 TRAINKIT_INLINE void SGD::step_unless_inf(const at::Tensor& found_inf) {
@@ -117,14 +134,15 @@ TRAINKIT_INLINE void SGD::step_unless_inf(const at::Tensor& found_inf) {
 TRAINKIT_INLINE void SGD::fused_step(const at::Tensor& found_inf) {
   const auto groups = params_->groups();
   for (size_t i = 0; i < groups.size(); ++i) {
-    const bool with_momentum = options_.momentum != 0.0;
+    const size_t g = groups[i].param_group;
+    const auto& o = group_[g];
+    const bool with_momentum = o.momentum != 0.0;
     const bool first = with_momentum && !momentum_[i].defined();
     if (first) momentum_[i] = at::empty_like(groups[i].data);  // the kernel copies the gradient in
-    detail::fused_sgd_step(groups[i].data, groups[i].grad,
-                           with_momentum ? momentum_[i] : at::Tensor(),
-                           {options_.lr, lr_.tensor(), at::Tensor(), found_inf},
-                           {options_.momentum, options_.dampening, options_.weight_decay,
-                            options_.nesterov, options_.maximize, first});
+    detail::fused_sgd_step(
+        groups[i].data, groups[i].grad, with_momentum ? momentum_[i] : at::Tensor(),
+        {o.lr, device_lr(g), at::Tensor(), found_inf},
+        {o.momentum, o.dampening, o.weight_decay, o.nesterov, o.maximize, first});
   }
 }
 
@@ -134,17 +152,18 @@ TRAINKIT_INLINE void SGD::step() {
   for (size_t i = 0; i < groups.size(); ++i) {
     // Like torch.optim.SGD, the buffer is born on the first step with momentum
     // (a schedule may switch momentum on later) as a copy of the gradient.
-    const bool first = options_.momentum != 0.0 && !momentum_[i].defined();
+    const auto& o = group_[groups[i].param_group];
+    const bool first = o.momentum != 0.0 && !momentum_[i].defined();
     if (first) momentum_[i] = at::empty_like(groups[i].data);
-    detail::sgd_step(groups[i].data, groups[i].grad, momentum_[i], scratch_[i],
-                     {options_.lr, options_.momentum, options_.dampening, options_.weight_decay,
-                      options_.nesterov, options_.maximize, first});
+    detail::sgd_step(
+        groups[i].data, groups[i].grad, momentum_[i], scratch_[i],
+        {o.lr, o.momentum, o.dampening, o.weight_decay, o.nesterov, o.maximize, first});
   }
 }
 
 TRAINKIT_INLINE StateDict SGD::state_dict() const {
   StateDict d;
-  d.values["momentum"] = options_.momentum;  // may be cycled by a schedule
+  save_field(d, "momentum", &Options::momentum);  // may be cycled by a schedule
   for (size_t i = 0; i < momentum_.size(); ++i) {
     if (momentum_[i].defined()) d.tensors[buffer_name(i)] = momentum_[i];
   }
@@ -167,7 +186,7 @@ TRAINKIT_INLINE void SGD::load_state_dict(const StateDict& d) {
       buffers[i] = d.tensor_like(name, groups[i].data)
                        .to(groups[i].data.device(), /*non_blocking=*/false, /*copy=*/true);
   }
-  const auto momentum = d.value<double>("momentum");
+  const auto momentum = read_field(d, "momentum", &Options::momentum);
   torch::NoGradGuard no_grad;
   for (size_t i = 0; i < buffers.size(); ++i) {
     if (!buffers[i].defined() || !momentum_[i].defined()) {
@@ -176,7 +195,7 @@ TRAINKIT_INLINE void SGD::load_state_dict(const StateDict& d) {
       momentum_[i].copy_(buffers[i]);  // in place: a captured step keeps its buffers
     }
   }
-  options_.momentum = momentum;
+  assign_field(&Options::momentum, momentum);
 }
 #endif  // TRAINKIT_DEFINITIONS
 

@@ -1,29 +1,37 @@
 #pragma once
 // Shared state and validation of optim::Adam and optim::AdamW; they differ
-// only in where weight decay goes.
+// only in where weight decay goes. Each parameter group has its own
+// hyperparameters (the optimizer's options with the group's overrides).
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "trainkit/error.hpp"
 #include "trainkit/optim/detail/adam_kernel.hpp"
 #include "trainkit/optim/detail/fused_optim.hpp"
+#include "trainkit/optim/detail/group_options.hpp"
 #include "trainkit/params.hpp"
 #include "trainkit/state_dict.hpp"
 
 namespace trainkit::detail {
 
 template <class OptionsT, bool Decoupled>
-class AdamFamily {
+class AdamFamily : public GroupedOptions<OptionsT> {
+  using Base = GroupedOptions<OptionsT>;
+  using Base::group_;
+  using Base::options_;
+
  public:
   AdamFamily(FlatParams& params, const OptionsT& options);
 
   void step() {
     if (fused_) return fused_step(at::Tensor());
     ++steps_;
-    const AdamHyper h{options_.lr,           options_.beta1, options_.beta2,   options_.eps,
-                      options_.weight_decay, Decoupled,      options_.amsgrad, steps_};
     const auto groups = params_->groups();
     for (size_t i = 0; i < groups.size(); ++i) {
+      const auto& o = group_[groups[i].param_group];
+      const AdamHyper h{o.lr,           o.beta1,   o.beta2,   o.eps,
+                        o.weight_decay, Decoupled, o.amsgrad, steps_};
       adam_step(groups[i].data, groups[i].grad, exp_avg_[i], exp_avg_sq_[i], max_exp_avg_sq_[i],
                 scratch_[i], h);
     }
@@ -37,7 +45,7 @@ class AdamFamily {
   /// (detail::DeviceLr), so a captured step sees each new value.
   void make_capturable() {
     require_fused(fused_, "a capturable step");
-    lr_.make_capturable(options_.lr, params_->groups().front().data);
+    this->make_rates_capturable(params_->groups().front().data);
   }
   /// A step that reads nothing from the host: it changes nothing (not even
   /// the step count) where `found_inf` is nonzero, as torch.optim's fused
@@ -47,15 +55,9 @@ class AdamFamily {
     fused_step(found_inf);
   }
 
-  double lr() const { return options_.lr; }
-  void set_lr(double lr) {
-    options_.lr = lr;
-    lr_.set(lr);
-  }
-  /// OneCycle's momentum cycling drives beta1, as PyTorch does for Adam.
+  /// OneCycle's momentum cycling drives beta1 (every group's), as PyTorch does for Adam.
   double momentum() const { return options_.beta1; }
-  void set_momentum(double beta1) { options_.beta1 = beta1; }
-  const OptionsT& options() const { return options_; }
+  void set_momentum(double beta1) { this->set_all(&OptionsT::beta1, beta1); }
   int64_t steps_taken() const {
     return fused_ ? static_cast<int64_t>(step_count_.front().item<float>()) : steps_;
   }
@@ -75,52 +77,73 @@ class AdamFamily {
       const auto n = std::to_string(i);
       f("exp_avg." + n, exp_avg_[i], i);
       f("exp_avg_sq." + n, exp_avg_sq_[i], i);
-      if (options_.amsgrad) f("max_exp_avg_sq." + n, max_exp_avg_sq_[i], i);
+      if (max_exp_avg_sq_[i].defined()) f("max_exp_avg_sq." + n, max_exp_avg_sq_[i], i);
     }
   }
   void fused_step(const at::Tensor& found_inf) {
-    const FusedAdamHyper h{options_.beta1,        options_.beta2, options_.eps,
-                           options_.weight_decay, Decoupled,      options_.amsgrad};
     const auto groups = params_->groups();
     for (size_t i = 0; i < groups.size(); ++i) {
+      const size_t g = groups[i].param_group;
+      const auto& o = group_[g];
+      const FusedAdamHyper h{o.beta1, o.beta2, o.eps, o.weight_decay, Decoupled, o.amsgrad};
       step_count_[i].add_(1);
       fused_adam_step(groups[i].data, groups[i].grad, exp_avg_[i], exp_avg_sq_[i],
-                      max_exp_avg_sq_[i], {options_.lr, lr_.tensor(), step_count_[i], found_inf},
-                      h);
+                      max_exp_avg_sq_[i], {o.lr, this->device_lr(g), step_count_[i], found_inf}, h);
       if (found_inf.defined()) step_count_[i].sub_(found_inf.reshape({}));  // a skip is not a step
     }
   }
 
+  /// The optimizer's options with a group's overrides, checked.
+  static OptionsT resolve(OptionsT o, const GroupOptions& g, size_t param_group);
+  static void check(const OptionsT& o, const std::string& prefix);
+
   FlatParams* params_;
-  OptionsT options_;
   bool fused_;
   int64_t steps_ = 0;  ///< unfused; fused steps count on the device, in step_count_
   std::vector<at::Tensor> exp_avg_, exp_avg_sq_, max_exp_avg_sq_, scratch_;
   /// Fused only: per group, the float step count torch.optim keeps.
   std::vector<at::Tensor> step_count_;
-  DeviceLr lr_;
 };
 
 // Out of line, so that TRAINKIT_SEPARATE_COMPILATION programs compile them
 // once for Adam and AdamW (optim/adam.hpp, optim/adamw.hpp, src.hpp).
 template <class OptionsT, bool Decoupled>
+void AdamFamily<OptionsT, Decoupled>::check(const OptionsT& o, const std::string& prefix) {
+  require_option(std::isfinite(o.lr) && o.lr >= 0.0, prefix + ".lr", o.lr, "a finite number >= 0");
+  require_option(o.beta1 >= 0.0 && o.beta1 < 1.0, prefix + ".beta1", o.beta1, "0 <= beta1 < 1");
+  require_option(o.beta2 >= 0.0 && o.beta2 < 1.0, prefix + ".beta2", o.beta2, "0 <= beta2 < 1");
+  require_option(o.eps >= 0.0, prefix + ".eps", o.eps, "a number >= 0");
+  require_option(o.weight_decay >= 0.0, prefix + ".weight_decay", o.weight_decay, "a number >= 0");
+}
+
+template <class OptionsT, bool Decoupled>
+OptionsT AdamFamily<OptionsT, Decoupled>::resolve(OptionsT o, const GroupOptions& g,
+                                                  size_t param_group) {
+  const char* name = Decoupled ? "optim::AdamW" : "optim::Adam";
+  const char* accepted = "lr, lr_scale, weight_decay, beta1, beta2, eps, amsgrad";
+  refuse_group_option(g.momentum, param_group, "momentum", name, accepted);
+  refuse_group_option(g.dampening, param_group, "dampening", name, accepted);
+  refuse_group_option(g.nesterov, param_group, "nesterov", name, accepted);
+  o.lr = group_lr(g, o.lr, param_group);
+  o.weight_decay = g.weight_decay.value_or(o.weight_decay);
+  o.beta1 = g.beta1.value_or(o.beta1);
+  o.beta2 = g.beta2.value_or(o.beta2);
+  o.eps = g.eps.value_or(o.eps);
+  o.amsgrad = g.amsgrad.value_or(o.amsgrad);
+  check(o, group_prefix(param_group));
+  return o;
+}
+
+template <class OptionsT, bool Decoupled>
 AdamFamily<OptionsT, Decoupled>::AdamFamily(FlatParams& params, const OptionsT& options)
-    : params_(&params), options_(options) {
-  require_option(std::isfinite(options.lr) && options.lr >= 0.0, "optim.lr", options.lr,
-                 "a finite number >= 0");
-  require_option(options.beta1 >= 0.0 && options.beta1 < 1.0, "optim.beta1", options.beta1,
-                 "0 <= beta1 < 1");
-  require_option(options.beta2 >= 0.0 && options.beta2 < 1.0, "optim.beta2", options.beta2,
-                 "0 <= beta2 < 1");
-  require_option(options.eps >= 0.0, "optim.eps", options.eps, "a number >= 0");
-  require_option(options.weight_decay >= 0.0, "optim.weight_decay", options.weight_decay,
-                 "a number >= 0");
+    : Base(params, (check(options, "optim"), options), resolve), params_(&params) {
   const auto groups = params.groups();
   fused_ = !groups.empty() && resolve_fused(options.fused, groups.front().data.device());
   for (auto& g : groups) {
     exp_avg_.push_back(at::zeros_like(g.data));
     exp_avg_sq_.push_back(at::zeros_like(g.data));
-    max_exp_avg_sq_.push_back(options.amsgrad ? at::zeros_like(g.data) : at::Tensor());
+    max_exp_avg_sq_.push_back(group_[g.param_group].amsgrad ? at::zeros_like(g.data)
+                                                            : at::Tensor());
     if (fused_) {
       step_count_.push_back(at::zeros({}, g.data.options().dtype(at::kFloat)));
     } else {
@@ -133,7 +156,7 @@ template <class OptionsT, bool Decoupled>
 StateDict AdamFamily<OptionsT, Decoupled>::state_dict() const {
   StateDict d;
   d.values["steps"] = steps_taken();
-  d.values["beta1"] = options_.beta1;  // may be cycled by a schedule
+  this->save_field(d, "beta1", &OptionsT::beta1);  // may be cycled by a schedule
   for_each_moment(
       [&](const std::string& name, const at::Tensor& t, size_t) { d.tensors[name] = t; });
   return d;
@@ -153,19 +176,21 @@ void AdamFamily<OptionsT, Decoupled>::load_state_dict(const StateDict& d) {
     const auto n = std::to_string(i);
     m.push_back(d.tensor_like("exp_avg." + n, exp_avg_[i]));
     v.push_back(d.tensor_like("exp_avg_sq." + n, exp_avg_sq_[i]));
-    if (options_.amsgrad) vmax.push_back(d.tensor_like("max_exp_avg_sq." + n, max_exp_avg_sq_[i]));
+    vmax.push_back(max_exp_avg_sq_[i].defined()
+                       ? d.tensor_like("max_exp_avg_sq." + n, max_exp_avg_sq_[i])
+                       : at::Tensor());
   }
   const auto steps = d.value<int64_t>("steps");
-  const auto beta1 = d.value<double>("beta1");
+  const auto beta1 = this->read_field(d, "beta1", &OptionsT::beta1);
   torch::NoGradGuard no_grad;
   for (size_t i = 0; i < exp_avg_.size(); ++i) {
     exp_avg_[i].copy_(m[i]);
     exp_avg_sq_[i].copy_(v[i]);
-    if (options_.amsgrad) max_exp_avg_sq_[i].copy_(vmax[i]);
+    if (vmax[i].defined()) max_exp_avg_sq_[i].copy_(vmax[i]);
   }
   steps_ = steps;
   for (auto& count : step_count_) count.fill_(static_cast<double>(steps));
-  options_.beta1 = beta1;
+  this->assign_field(&OptionsT::beta1, beta1);
 }
 
 }  // namespace trainkit::detail

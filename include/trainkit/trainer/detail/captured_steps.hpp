@@ -152,10 +152,10 @@ class CapturedSteps {
       if (!TRAINKIT_HAS_CUDA) return "this build has no CUDA (TRAINKIT_HAS_CUDA is 0)";
     }
     if constexpr (requires {
-                    t.scheduler_.momentum_at(0);
+                    t.schedules_.front().momentum_at(0);
                     t.optimizer_.momentum();
                   }) {
-      if (t.scheduler_.momentum_at(0).has_value()) {
+      if (t.schedules_.front().momentum_at(0).has_value()) {
         return "the schedule cycles momentum (beta1), which the fused kernels take as a number: "
                "sched.cycle_momentum = false captures the step";
       }
@@ -222,7 +222,7 @@ class CapturedSteps {
     outputs_.losses.assign(window.size(), at::Tensor());
     outputs_.batch_sizes.assign(window.size(), 0);
     t.optimizer_.make_capturable();
-    t.optimizer_.set_lr(state.lr);  // now on the device, where each replay reads it
+    t.apply_schedule(state);  // the rates now on the device, where each replay reads them
     try {
       SideStream side(t.device_);
       HostSyncTrap trap(t.device_);

@@ -41,7 +41,9 @@ struct TrainerCheckpoint {
           });
     }
     parts.add("precision", t.precision_);
-    parts.add("sched", t.scheduler_);  // a schedule with state (ReduceLROnPlateau) only
+    // a schedule with state (ReduceLROnPlateau) only; one per parameter group
+    for (size_t g = 0; g < t.schedules_.size(); ++g)
+      parts.add(g == 0 ? std::string("sched") : "sched." + std::to_string(g), t.schedules_[g]);
     parts.add_rng("rng");
     hooks.for_each([&](size_t i, auto& cb) { parts.add("callback." + std::to_string(i), cb); });
     return parts;
