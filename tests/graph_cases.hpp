@@ -40,15 +40,20 @@ using SettingTrainer =
 using EagerTrainer = SettingTrainer<trainkit::parallel::Single>;
 using GraphTrainer = SettingTrainer<trainkit::parallel::CudaGraph>;
 
-/// The setting's options on `device` (a CPU emulates the graph). LibTorch
+/// The setting's options on `device` (a CPU emulates the graph), with a
+/// parameter group of its own weight decay and rate (each group's rate on
+/// the device). LibTorch
 /// < 2.4 has no fused kernels: there the option stays unset and the
 /// fallback tests still run.
 template <class T = GraphTrainer>
 typename T::Options setting_options(torch::Device device = torch::kCPU) {
   const auto fused = TRAINKIT_HAS_FUSED_OPTIMIZERS ? std::optional<bool>(true) : std::nullopt;
-  typename T::Options o{.optim = {.lr = 1e-2, .fused = fused},
-                        .sched = {.max_lr = 2e-2, .cycle_momentum = false},
-                        .clip = {.max_norm = 0.5}};
+  typename T::Options o{
+      .optim = {.lr = 1e-2, .fused = fused},
+      .sched = {.max_lr = 2e-2, .cycle_momentum = false},
+      .clip = {.max_norm = 0.5},
+      .param_groups = {
+          {"biases", trainkit::params::below_2d(), {.lr_scale = 0.5, .weight_decay = 0.0}}}};
   o.parallel.device = device;
   if constexpr (std::is_same_v<T, GraphTrainer>) o.parallel.emulate = device.is_cpu();
   return o;
@@ -74,6 +79,10 @@ inline void check_graph_equals_eager(torch::Device device) {
   CHECK(err < 1e-5);
   CHECK(b.metrics.at("train_loss") == doctest::Approx(a.metrics.at("train_loss")).epsilon(1e-6));
   CHECK(graph.optimizer().lr() == eager.optimizer().lr());
+  // OneCycle's max_lr is set: every group follows it, as PyTorch's scalar
+  // max_lr; the group differs in weight decay
+  CHECK(graph.optimizer().lr(1) == eager.optimizer().lr(1));
+  CHECK(graph.optimizer().options(1).weight_decay == 0.0);
 }
 
 inline void check_graph_inf_skip(torch::Device device) {

@@ -4,6 +4,7 @@
 // groups_optim.json, made by make_groups_reference.py); a group steps
 // exactly as an optimizer of its own options would; schedules per group; and
 // the errors for groups that cannot work.
+#include <trainkit/callbacks/freeze.hpp>
 #include <trainkit/trainkit.hpp>
 
 #include <cmath>
@@ -352,4 +353,83 @@ TEST_CASE("each parameter group follows the schedule from its own base learning 
   follow(std::type_identity<sched::WarmupCosine>{}, {.warmup_steps = 5, .eta_min = 1e-5});
   // max_lr 0: each group's own lr is its maximum (torch's per-group max_lr)
   follow(std::type_identity<sched::OneCycle>{}, {.cycle_momentum = false});
+}
+
+TEST_CASE("ReduceLROnPlateau reduces every group, each to its own min_lr") {
+  at::set_num_threads(1);
+  torch::manual_seed(3);
+  std::vector<data::Batch> data;
+  for (int i = 0; i < 4; ++i) data.push_back({at::randint(0, 10, {4, 5}), at::randint(0, 3, {4})});
+  using T = Trainer<optim::SGD, sched::ReduceLROnPlateau>;
+  using Plateau = sched::ReduceLROnPlateau;
+  // never better after the first epoch (an absolute threshold no loss beats):
+  // a reduction at the end of every later epoch, as PyTorch's per-group min_lrs
+  T trainer(TinyLm(),
+            T::Options{.optim = {.lr = 0.2},
+                       .sched = {.metric = "train_loss",
+                                 .factor = 0.5,
+                                 .patience = 0,
+                                 .threshold = 1e9,
+                                 .threshold_mode = Plateau::Threshold::Abs},
+                       .param_groups = {{"floor", params::below_2d(), {.min_lr = 0.05}}}});
+  trainer.fit(task::Classification{}, data, {.epochs = 6});
+  CHECK(trainer.optimizer().lr(0) == 0.2 * std::pow(0.5, 5));
+  CHECK(trainer.optimizer().lr(1) == 0.05);
+  using W = Trainer<optim::SGD, sched::WarmupCosine>;
+  const auto msg = error_of([] {
+    W w(TinyLm(), W::Options{.param_groups = {{"floor", params::below_2d(), {.min_lr = 0.1}}}});
+  });
+  CHECK_MESSAGE(msg.find("option `param_groups[0].min_lr` = 0.1 is invalid; accepted: unset: "
+                         "this schedule has no min_lr") != std::string::npos,
+                msg);
+}
+
+TEST_CASE("callbacks::Freeze: a frozen group keeps its values and state, then trains") {
+  at::set_num_threads(1);
+  torch::manual_seed(3);
+  std::vector<data::Batch> data;
+  for (int i = 0; i < 6; ++i) data.push_back({at::randint(0, 10, {4, 5}), at::randint(0, 3, {4})});
+  const std::vector<ParamGroup> groups{{"embedding", params::name_matches("^emb\\."), {}}};
+  using T = Trainer<optim::AdamW>;
+  torch::manual_seed(5);
+  TinyLm lm;
+  const auto start = lm->emb->weight.detach().clone();
+  T trainer(lm, T::Options{.optim = {.lr = 1e-2}, .param_groups = groups});
+  struct Watch {
+    TinyLm lm;
+    at::Tensor start;
+    std::vector<bool> unchanged;  // per epoch end
+    void on_epoch_end(TrainState&) { unchanged.push_back(torch::equal(lm->emb->weight, start)); }
+  } watch{lm, start, {}};
+  callbacks::Freeze freeze(trainer.flat_params(), {.group = "embedding", .until_epoch = 2});
+  trainer.fit(task::Classification{}, data, {.epochs = 3}, freeze, watch);
+  CHECK(watch.unchanged == std::vector<bool>{true, true, false});
+  CHECK(lm->emb->weight.requires_grad());  // unfrozen at the end
+  // Adam's step count for the frozen buffer advanced only in the last epoch
+  const size_t emb_buffer = [&] {
+    for (size_t i = 0; i < trainer.flat_params().groups().size(); ++i)
+      if (trainer.flat_params().groups()[i].param_group == 1) return i;
+    return size_t(0);
+  }();
+  CHECK(trainer.optimizer().steps_taken() == 18);
+  CHECK(trainer.optimizer().steps_of(emb_buffer) == 6);
+
+  SUBCASE("the other groups train exactly as with the group never trainable") {
+    torch::manual_seed(5);
+    TinyLm frozen_lm;
+    frozen_lm->emb->weight.requires_grad_(false);
+    T plain(frozen_lm, T::Options{.optim = {.lr = 1e-2}});
+    torch::manual_seed(5);
+    TinyLm lm2;
+    T grouped(lm2, T::Options{.optim = {.lr = 1e-2}, .param_groups = groups});
+    callbacks::Freeze always(grouped.flat_params(), {.group = "embedding", .until_epoch = 9});
+    plain.fit(task::Classification{}, data, {.epochs = 2});
+    grouped.fit(task::Classification{}, data, {.epochs = 2}, always);
+    CHECK(torch::equal(lm2->emb->weight, frozen_lm->emb->weight));
+    CHECK(torch::equal(lm2->fc1->weight, frozen_lm->fc1->weight));
+    CHECK(torch::equal(lm2->head->bias, frozen_lm->head->bias));
+  }
+  CHECK(error_of([&] { callbacks::Freeze f(trainer.flat_params(), {.group = "backbone"}); })
+            .find("option `parameter group` = \"backbone\" is invalid; accepted: a group's name "
+                  "(default, embedding)") != std::string::npos);
 }

@@ -5,6 +5,7 @@
 #include "trainkit/callbacks/csv_logger.hpp"
 #include "trainkit/callbacks/early_stopping.hpp"
 #include "trainkit/callbacks/ema.hpp"
+#include "trainkit/callbacks/freeze.hpp"
 #include "trainkit/callbacks/json_lines.hpp"
 #include "trainkit/callbacks/lr_monitor.hpp"
 #include "trainkit/callbacks/model_checkpoint.hpp"

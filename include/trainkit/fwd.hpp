@@ -75,6 +75,7 @@ class NanGuard;
 class LrMonitor;
 class Throughput;
 class Ema;
+class Freeze;
 class JsonLines;
 class TensorBoard;
 class RunReport;

@@ -28,8 +28,9 @@ struct ParamInfo {
   const torch::nn::Module& module;  ///< the module that registered it
 };
 
-/// A group's hyperparameters. Unset fields take the optimizer's options; an
-/// optimizer refuses a field it does not have (momentum for AdamW, say).
+/// A group's hyperparameters. Unset fields take the optimizer's (and the
+/// schedule's) options; a field the policies do not have is refused
+/// (momentum for AdamW, min_lr for a schedule without one).
 struct GroupOptions {
   std::optional<double> lr{};        ///< the group's learning rate
   std::optional<double> lr_scale{};  ///< or: this multiple of the optimizer's lr
@@ -38,6 +39,7 @@ struct GroupOptions {
   std::optional<bool> amsgrad{};                  ///< Adam, AdamW
   std::optional<double> momentum{}, dampening{};  ///< SGD
   std::optional<bool> nesterov{};                 ///< SGD
+  std::optional<double> min_lr{};  ///< the schedule's floor for this group (ReduceLROnPlateau)
 };
 
 using ParamSelector = std::function<bool(const ParamInfo&)>;

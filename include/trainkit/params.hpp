@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <unordered_set>
@@ -68,6 +69,15 @@ class FlatParams {
 
   /// The parameter groups, the default one first (always present, maybe empty).
   const std::vector<ParamGroupInfo>& param_groups() const { return param_groups_; }
+  /// The index of the parameter group named `name` (an error naming the groups if none).
+  size_t param_group(const std::string& name) const;
+
+  /// Freezes a parameter group (or unfreezes it): its parameters stop
+  /// requiring grad, so backward computes nothing for them, and optimizers
+  /// skip its buffers, state included, as torch.optim skips a parameter
+  /// without a gradient. Shards (shard()) share the flags.
+  void set_frozen(size_t param_group, bool frozen);
+  bool frozen(size_t param_group) const { return (*frozen_)[param_group] != 0; }
 
   int64_t numel() const {
     int64_t n = 0;
@@ -107,6 +117,8 @@ class FlatParams {
 
   std::vector<FlatGroup> groups_;
   std::vector<ParamGroupInfo> param_groups_{{"default", {}}};
+  /// Per parameter group: frozen (shared with this object's shards).
+  std::shared_ptr<std::vector<char>> frozen_ = std::make_shared<std::vector<char>>(1, 0);
 };
 
 #if TRAINKIT_DEFINITIONS
@@ -126,6 +138,7 @@ TRAINKIT_INLINE FlatParams::FlatParams(const torch::nn::Module& module,
                                        at::MemoryFormat format) {
   torch::NoGradGuard no_grad;
   for (const auto& g : groups) param_groups_.push_back({g.name, g.options});
+  frozen_->assign(param_groups_.size(), 0);
   // Named parameters in module.parameters()' order (a module's own, then
   // its children's, depth first), each once, with the group that takes it.
   struct Named {
@@ -181,7 +194,28 @@ TRAINKIT_INLINE FlatParams FlatParams::shard(int rank, int world) const {
     out.groups_.push_back(std::move(s));
   }
   out.param_groups_ = param_groups_;
+  out.frozen_ = frozen_;
   return out;
+}
+
+TRAINKIT_INLINE size_t FlatParams::param_group(const std::string& name) const {
+  std::string names;
+  for (size_t g = 0; g < param_groups_.size(); ++g) {
+    if (param_groups_[g].name == name) return g;
+    if (g) names += ", ";
+    names += param_groups_[g].name;
+  }
+  detail::throw_option_error("parameter group", name, "a group's name (" + names + ")");
+}
+
+TRAINKIT_INLINE void FlatParams::set_frozen(size_t param_group, bool frozen) {
+  detail::require_option(param_group < param_groups_.size(), "parameter group", param_group,
+                         "an index below " + std::to_string(param_groups_.size()));
+  (*frozen_)[param_group] = frozen;
+  for (auto& g : groups_) {
+    if (g.param_group != param_group) continue;
+    for (auto& p : g.params) p.requires_grad_(!frozen);
+  }
 }
 
 TRAINKIT_INLINE FlatGroup& FlatParams::group_for(const at::Tensor& p, size_t param_group) {

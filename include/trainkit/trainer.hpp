@@ -81,7 +81,7 @@ class Trainer {
               device_settings_.channels_last ? at::MemoryFormat::ChannelsLast
                                              : at::MemoryFormat::Contiguous),
         optimizer_(parallel_.attach(flat_), options.optim),
-        schedules_(optimizer_, flat_.param_groups().size(), options.sched),
+        schedules_(optimizer_, flat_.param_groups(), options.sched),
         precision_(options.precision, device_),
         accumulate_(options.accumulate),
         clip_(options.clip),

@@ -135,6 +135,7 @@ TRAINKIT_INLINE void SGD::fused_step(const at::Tensor& found_inf) {
   const auto groups = params_->groups();
   for (size_t i = 0; i < groups.size(); ++i) {
     const size_t g = groups[i].param_group;
+    if (params_->frozen(g)) continue;  // no step, no state change
     const auto& o = group_[g];
     const bool with_momentum = o.momentum != 0.0;
     const bool first = with_momentum && !momentum_[i].defined();
@@ -152,6 +153,7 @@ TRAINKIT_INLINE void SGD::step() {
   for (size_t i = 0; i < groups.size(); ++i) {
     // Like torch.optim.SGD, the buffer is born on the first step with momentum
     // (a schedule may switch momentum on later) as a copy of the gradient.
+    if (params_->frozen(groups[i].param_group)) continue;  // no step, no state change
     const auto& o = group_[groups[i].param_group];
     const bool first = o.momentum != 0.0 && !momentum_[i].defined();
     if (first) momentum_[i] = at::empty_like(groups[i].data);

@@ -29,9 +29,10 @@ class AdamFamily : public GroupedOptions<OptionsT> {
     ++steps_;
     const auto groups = params_->groups();
     for (size_t i = 0; i < groups.size(); ++i) {
+      if (params_->frozen(groups[i].param_group)) continue;  // no step, no state change
       const auto& o = group_[groups[i].param_group];
       const AdamHyper h{o.lr,           o.beta1,   o.beta2,   o.eps,
-                        o.weight_decay, Decoupled, o.amsgrad, steps_};
+                        o.weight_decay, Decoupled, o.amsgrad, ++buffer_steps_[i]};
       adam_step(groups[i].data, groups[i].grad, exp_avg_[i], exp_avg_sq_[i], max_exp_avg_sq_[i],
                 scratch_[i], h);
     }
@@ -61,6 +62,10 @@ class AdamFamily : public GroupedOptions<OptionsT> {
   int64_t steps_taken() const {
     return fused_ ? static_cast<int64_t>(step_count_.front().item<float>()) : steps_;
   }
+  /// The steps buffer i took (fewer than steps_taken() where its group was frozen).
+  int64_t steps_of(size_t i) const {
+    return fused_ ? static_cast<int64_t>(step_count_.at(i).item<float>()) : buffer_steps_.at(i);
+  }
   std::vector<at::Tensor>& exp_avg() { return exp_avg_; }
 
   StateDict state_dict() const;
@@ -84,6 +89,7 @@ class AdamFamily : public GroupedOptions<OptionsT> {
     const auto groups = params_->groups();
     for (size_t i = 0; i < groups.size(); ++i) {
       const size_t g = groups[i].param_group;
+      if (params_->frozen(g)) continue;
       const auto& o = group_[g];
       const FusedAdamHyper h{o.beta1, o.beta2, o.eps, o.weight_decay, Decoupled, o.amsgrad};
       step_count_[i].add_(1);
@@ -100,6 +106,9 @@ class AdamFamily : public GroupedOptions<OptionsT> {
   FlatParams* params_;
   bool fused_;
   int64_t steps_ = 0;  ///< unfused; fused steps count on the device, in step_count_
+  /// Unfused, per buffer: the steps it took (a frozen group's do not
+  /// advance, as torch.optim's per-parameter step), for the bias correction.
+  std::vector<int64_t> buffer_steps_;
   std::vector<at::Tensor> exp_avg_, exp_avg_sq_, max_exp_avg_sq_, scratch_;
   /// Fused only: per group, the float step count torch.optim keeps.
   std::vector<at::Tensor> step_count_;
@@ -148,6 +157,7 @@ AdamFamily<OptionsT, Decoupled>::AdamFamily(FlatParams& params, const OptionsT& 
       step_count_.push_back(at::zeros({}, g.data.options().dtype(at::kFloat)));
     } else {
       scratch_.push_back(at::empty_like(g.data));
+      buffer_steps_.push_back(0);
     }
   }
 }
@@ -156,6 +166,7 @@ template <class OptionsT, bool Decoupled>
 StateDict AdamFamily<OptionsT, Decoupled>::state_dict() const {
   StateDict d;
   d.values["steps"] = steps_taken();
+  for (size_t i = 0; i < exp_avg_.size(); ++i) d.values["steps." + std::to_string(i)] = steps_of(i);
   this->save_field(d, "beta1", &OptionsT::beta1);  // may be cycled by a schedule
   for_each_moment(
       [&](const std::string& name, const at::Tensor& t, size_t) { d.tensors[name] = t; });
@@ -181,6 +192,11 @@ void AdamFamily<OptionsT, Decoupled>::load_state_dict(const StateDict& d) {
                        : at::Tensor());
   }
   const auto steps = d.value<int64_t>("steps");
+  std::vector<int64_t> per_buffer;  // absent before frozen groups: all took `steps`
+  for (size_t i = 0; i < exp_avg_.size(); ++i) {
+    const auto key = "steps." + std::to_string(i);
+    per_buffer.push_back(d.values.count(key) ? d.value<int64_t>(key) : steps);
+  }
   const auto beta1 = this->read_field(d, "beta1", &OptionsT::beta1);
   torch::NoGradGuard no_grad;
   for (size_t i = 0; i < exp_avg_.size(); ++i) {
@@ -189,7 +205,9 @@ void AdamFamily<OptionsT, Decoupled>::load_state_dict(const StateDict& d) {
     if (vmax[i].defined()) max_exp_avg_sq_[i].copy_(vmax[i]);
   }
   steps_ = steps;
-  for (auto& count : step_count_) count.fill_(static_cast<double>(steps));
+  buffer_steps_ = per_buffer;
+  for (size_t i = 0; i < step_count_.size(); ++i)
+    step_count_[i].fill_(static_cast<double>(per_buffer[i]));
   this->assign_field(&OptionsT::beta1, beta1);
 }
 

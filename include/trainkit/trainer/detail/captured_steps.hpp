@@ -83,6 +83,12 @@ class CapturedSteps {
         require_option(t.optimizer_.momentum() == momentum_, "optim momentum",
                        t.optimizer_.momentum(), "its value when the step was recorded");
       }
+      for (size_t g = 0; g < frozen_.size(); ++g) {  // the recorded step steps these groups
+        require_option(t.flat_.frozen(g) == (frozen_[g] != 0),
+                       "frozen parameter group " + t.flat_.param_groups()[g].name,
+                       t.flat_.frozen(g),
+                       "as when the step was recorded (freeze before fit, or capture::None)");
+      }
       size_t i = 0;  // the shapes matched: the same tensors in the same order
       for (const auto& batch : window) {
         data::for_each_tensor(batch, [&](const at::Tensor& x) {
@@ -100,6 +106,9 @@ class CapturedSteps {
       // outputs before recording reassigns them to the graph's.
       account();
       if constexpr (requires { t.optimizer_.momentum(); }) momentum_ = t.optimizer_.momentum();
+      frozen_.clear();
+      for (size_t g = 0; g < t.flat_.param_groups().size(); ++g)
+        frozen_.push_back(t.flat_.frozen(g));
       graph_.record([this, &t, &task] { body<TaskT, B>(t, task); }, t.device_, settings.emulate,
                     settings.emulate_option);
       return;
@@ -259,7 +268,8 @@ class CapturedSteps {
   WindowShapes warming_;    ///< the shapes of the last eager windows
   int64_t warm_steps_ = 0;  ///< consecutive eager windows of those shapes
   int64_t replays_ = 0;
-  double momentum_ = 0;  ///< the optimizer's momentum (beta1) the graph holds
+  double momentum_ = 0;       ///< the optimizer's momentum (beta1) the graph holds
+  std::vector<char> frozen_;  ///< the parameter groups frozen when the graph was recorded
 };
 
 }  // namespace trainkit::detail

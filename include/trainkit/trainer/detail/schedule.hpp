@@ -5,7 +5,8 @@
 // parameter group follows its own copy of the schedule, started from the
 // group's base learning rate, as PyTorch's schedulers compute every param
 // group's rate from its initial_lr (OneCycle with max_lr 0 takes each
-// group's lr as its maximum).
+// group's lr as its maximum; a group's min_lr is ReduceLROnPlateau's floor
+// for it, as PyTorch's per-group min_lrs).
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
@@ -13,6 +14,8 @@
 
 #include "trainkit/concepts.hpp"
 #include "trainkit/error.hpp"
+#include "trainkit/optim/detail/group_options.hpp"
+#include "trainkit/params.hpp"
 #include "trainkit/state.hpp"
 
 namespace trainkit::detail {
@@ -24,12 +27,30 @@ concept HasGroupLr = requires(O& o, const O& c, size_t g, double lr) {
   o.set_lr(g, lr);
 };
 
+/// A group's copy of the schedule's options: its min_lr where it sets one.
+template <class SchedOptions>
+SchedOptions group_schedule_options(SchedOptions o, const ParamGroupInfo& group, size_t g) {
+  if (!group.options.min_lr) return o;
+  const auto option = group_prefix(g) + ".min_lr";
+  if constexpr (requires { o.min_lr; }) {
+    require_option(*group.options.min_lr >= 0.0, option, *group.options.min_lr,
+                   "a learning rate >= 0");
+    o.min_lr = *group.options.min_lr;
+  } else {
+    require_option(false, option, *group.options.min_lr,
+                   "unset: this schedule has no min_lr (sched::ReduceLROnPlateau has)");
+  }
+  return o;
+}
+
 template <class Scheduler>
 class Schedules {
  public:
   /// One schedule per parameter group, from the groups' learning rates now.
   template <class Optimizer, class SchedOptions>
-  Schedules(const Optimizer& optimizer, size_t param_groups, const SchedOptions& options) {
+  Schedules(const Optimizer& optimizer, const std::vector<ParamGroupInfo>& groups,
+            const SchedOptions& options) {
+    const size_t param_groups = groups.size();
     if constexpr (!HasGroupLr<Optimizer>) {
       require_option(param_groups <= 1, "param_groups", param_groups - 1,
                      "none: this optimizer policy has no per-group learning rate "
@@ -37,7 +58,7 @@ class Schedules {
     }
     schedules_.reserve(param_groups);
     for (size_t g = 0; g < param_groups; ++g) {
-      schedules_.emplace_back(options);
+      schedules_.emplace_back(group_schedule_options(options, groups[g], g));
       if constexpr (HasGroupLr<Optimizer>) {
         base_lrs_.push_back(optimizer.lr(g));
       } else {
