@@ -62,7 +62,7 @@ class SGD : public detail::GroupedOptions<SGDOptions> {
     return true;
   }
 
-  double momentum() const { return options_.momentum; }
+  double momentum() const { return group_.front().momentum; }
   /// A schedule's momentum cycling sets every group's.
   void set_momentum(double m) { set_all(&Options::momentum, m); }
   std::vector<at::Tensor>& momentum_buffers() { return momentum_; }
@@ -114,7 +114,8 @@ TRAINKIT_INLINE SGD::Options SGD::resolve(Options o, const GroupOptions& g, size
 }
 
 TRAINKIT_INLINE SGD::SGD(FlatParams& params, const Options& options)
-    : GroupedOptions(params, (check(options, "optim"), options), resolve), params_(&params) {
+    : GroupedOptions(params, options, resolve),
+      params_(&params) {  // group 0's resolve checks `optim`
   const auto groups = params.groups();
   fused_ = !groups.empty() && detail::resolve_fused(options.fused, groups.front().data.device());
   for (auto& g : groups) scratch_.push_back(fused_ ? at::Tensor() : at::empty_like(g.data));

@@ -19,7 +19,6 @@ template <class OptionsT, bool Decoupled>
 class AdamFamily : public GroupedOptions<OptionsT> {
   using Base = GroupedOptions<OptionsT>;
   using Base::group_;
-  using Base::options_;
 
  public:
   AdamFamily(FlatParams& params, const OptionsT& options);
@@ -57,7 +56,7 @@ class AdamFamily : public GroupedOptions<OptionsT> {
   }
 
   /// OneCycle's momentum cycling drives beta1 (every group's), as PyTorch does for Adam.
-  double momentum() const { return options_.beta1; }
+  double momentum() const { return group_.front().beta1; }
   void set_momentum(double beta1) { this->set_all(&OptionsT::beta1, beta1); }
   int64_t steps_taken() const {
     return fused_ ? static_cast<int64_t>(step_count_.front().item<float>()) : steps_;
@@ -145,7 +144,7 @@ OptionsT AdamFamily<OptionsT, Decoupled>::resolve(OptionsT o, const GroupOptions
 
 template <class OptionsT, bool Decoupled>
 AdamFamily<OptionsT, Decoupled>::AdamFamily(FlatParams& params, const OptionsT& options)
-    : Base(params, (check(options, "optim"), options), resolve), params_(&params) {
+    : Base(params, options, resolve), params_(&params) {  // group 0's resolve checks `optim`
   const auto groups = params.groups();
   fused_ = !groups.empty() && resolve_fused(options.fused, groups.front().data.device());
   for (auto& g : groups) {

@@ -65,17 +65,16 @@ class GroupedOptions {
   void set_lr(size_t param_group, double lr) {
     group_.at(param_group).lr = lr;
     device_lr_[param_group].set(lr);
-    if (param_group == 0) options_.lr = lr;
   }
-  const O& options() const { return options_; }
+  /// The optimizer's options: the default group's (it has no overrides).
+  const O& options() const { return group_.front(); }
   /// A parameter group's options: the optimizer's with the group's overrides.
   const O& options(size_t param_group) const { return group_.at(param_group); }
 
  protected:
   /// `resolve(options, group options, group index)` gives a group's options, checked.
   template <class Resolve>
-  GroupedOptions(const FlatParams& params, const O& options, Resolve&& resolve)
-      : options_(options) {
+  GroupedOptions(const FlatParams& params, const O& options, Resolve&& resolve) {
     for (size_t g = 0; g < params.param_groups().size(); ++g) {
       group_.push_back(resolve(options, params.param_groups()[g].options, g));
       lr_ratio_.push_back(options.lr > 0.0 ? group_.back().lr / options.lr : 1.0);
@@ -91,13 +90,12 @@ class GroupedOptions {
 
   /// A field a schedule cycles for every group (momentum, beta1).
   void set_all(double O::*field, double value) {
-    options_.*field = value;
     for (auto& o : group_) o.*field = value;
   }
   /// Saves `field` of every group: `name` for the default group (as before
   /// groups existed), `name.<g>` for the others.
   void save_field(StateDict& d, const std::string& name, double O::*field) const {
-    d.values[name] = options_.*field;
+    d.values[name] = group_.front().*field;
     for (size_t g = 1; g < group_.size(); ++g)
       d.values[name + "." + std::to_string(g)] = group_[g].*field;
   }
@@ -113,12 +111,10 @@ class GroupedOptions {
     return out;
   }
   void assign_field(double O::*field, const std::vector<double>& values) {
-    options_.*field = values.front();
     for (size_t g = 0; g < group_.size(); ++g) group_[g].*field = values[g];
   }
 
-  O options_;
-  std::vector<O> group_;  ///< per parameter group
+  std::vector<O> group_;  ///< per parameter group, the default one first
 
  private:
   std::vector<double> lr_ratio_;     ///< each group's lr over the default's, for set_lr(lr)
