@@ -13,6 +13,8 @@
 #   scripts/run.sh gpu-full            all of `gpu`, every torch.compile mode and Lightning,
 #                                      then the CPU suite and benchmarks on that machine
 #   scripts/run.sh tune [tune flags]   a hyperparameter search over the demo CNN
+#   scripts/run.sh example NAME [flags]
+#                                      build and run examples/NAME.cpp (gpt, glyph_pairs, ...)
 #   scripts/run.sh bench               build and run the benchmarks
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -173,6 +175,14 @@ case "$cmd" in
          build demo --target demo; exec ./build/demo/examples/demo "$@" ;;
   tune)  install_missing "${DEMO_PACKAGES[@]}" libsqlite3-dev
          build demo --target tune; exec ./build/demo/examples/tune "$@" ;;
+  example) name="${1:-}"; shift || true
+         if [ ! -f "examples/$name.cpp" ]; then
+           echo "usage: scripts/run.sh example NAME [flags], NAME one of:" \
+                $(basename -s .cpp examples/*.cpp | grep -v '^pch$') >&2
+           exit 2
+         fi
+         install_missing "${DEMO_PACKAGES[@]}"
+         build demo --target "$name"; exec "./build/demo/examples/$name" "$@" ;;
   test|test-full)
          install_missing "${DEMO_PACKAGES[@]}" "${TEST_PACKAGES[@]}"
          WHOLE_COMMAND=$cmd
@@ -190,5 +200,5 @@ case "$cmd" in
   gpu)   gpu ;;
   gpu-full) gpu full ;;
   bench) install_missing "${DEMO_PACKAGES[@]}" libsqlite3-dev python3-optuna; build bench; exec bash bench/run_all.sh build/bench ;;
-  *) echo "usage: scripts/run.sh {setup|demo|tune|test|test-full|gpu|gpu-full|bench} [args]" >&2; exit 2 ;;
+  *) echo "usage: scripts/run.sh {setup|demo|tune|example|test|test-full|gpu|gpu-full|bench} [args]" >&2; exit 2 ;;
 esac

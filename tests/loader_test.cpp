@@ -438,6 +438,34 @@ TEST_CASE(
     }
   }
 
+  SUBCASE("a fixed length: the same shapes every batch, the same real positions") {
+    auto fixed = pad;
+    fixed.length = 10;
+    data::Loader loader(Sentences{}, data::RandomSampler({.size = 50, .seed = 3}),
+                        {.batch_size = 8}, fixed);
+    size_t k = 0;
+    for (const auto& b : loader) {
+      const auto& longest = serial[k++];
+      const int64_t T = longest.batch.tokens.size(1);
+      CHECK(b.batch.tokens.size(1) == 10);
+      CHECK(b.mask.sizes() == b.batch.tokens.sizes());
+      CHECK(b.lengths.equal(longest.lengths));
+      CHECK(b.batch.tokens.narrow(1, 0, T).equal(longest.batch.tokens));
+      CHECK(b.batch.targets.narrow(1, 0, T).equal(longest.batch.targets));
+      CHECK(b.mask.narrow(1, 0, T).equal(longest.mask));
+      CHECK(b.batch.targets.narrow(1, T, 10 - T).eq(-100).all().item<bool>());
+      CHECK(!b.mask.narrow(1, T, 10 - T).any().item<bool>());
+    }
+    CHECK(k == serial.size());
+    fixed.length = 5;  // Sentences' samples hold up to 7 tokens
+    data::Loader too_short(Sentences{}, data::SequentialSampler(50), {.batch_size = 8}, fixed);
+    CHECK_THROWS_WITH_AS(
+        [&] {
+          for (const auto& b : too_short) (void)b;
+        }(),
+        doctest::Contains("PadSequences.length is 5: sample 5 has 6 positions"), Error);
+  }
+
   SUBCASE("a padded language model trains through the Trainer, ignoring the padding") {
     struct NextToken {
       StepOutput step(TinyLm& model, const Padded& b) const {

@@ -101,16 +101,21 @@ struct Padded {
 /// with `padding_values[k]` for the k-th tensor in visiting order where
 /// given (e.g. {0, -100}: token 0 for the inputs, the loss's ignore_index
 /// for the targets), else `padding_value`. Lengths and mask follow the
-/// first tensor.
+/// first tensor. With `length` > 0 every batch is padded to that length
+/// instead: the same shapes each step, which captured steps (CUDA graphs)
+/// need; a longer sample is an error naming its index.
 struct PadSequences {
   double padding_value = 0;
   std::vector<double> padding_values{};
+  int64_t length = 0;
 
   template <class S>
   Padded<S> operator()(std::vector<S> samples, const std::vector<int64_t>& indices) const {
     static_assert(!carries_values<S>,
                   "data::PadSequences cannot combine samples' values other than tensors: the "
                   "lengths come in Padded::lengths");
+    trainkit::detail::require_option(length >= 0, "PadSequences.length", length,
+                                     "a length >= 0 (0: the batch's longest)");
     const auto columns = detail::tensor_columns(samples, indices, /*ragged_dim0=*/true);
     Padded<S> out{std::move(samples[0]), {}, {}};
     const auto n = static_cast<int64_t>(columns[0].size());
@@ -119,6 +124,12 @@ struct PadSequences {
       trainkit::detail::require_option(columns[0][i].dim() > 0, "PadSequences (first tensor)",
                                        columns[0][i].dim(), "a tensor with a dimension 0");
       lengths[i] = columns[0][i].size(0);
+      if (length > 0 && lengths[i] > length) {
+        throw Error("trainkit: PadSequences.length is " + std::to_string(length) + ": sample " +
+                    std::to_string(indices[i]) + " has " + std::to_string(lengths[i]) +
+                    " positions; accepted: samples no longer than the length (or length 0, the "
+                    "batch's longest)");
+      }
     }
     size_t k = 0;
     for_each_tensor(out.batch, [&](at::Tensor& t) {
@@ -129,7 +140,7 @@ struct PadSequences {
         t = at::stack(column);
         return;
       }
-      int64_t longest = 0;
+      int64_t longest = length;
       for (const auto& x : column) longest = std::max(longest, x.size(0));
       std::vector<int64_t> shape{n, longest};
       for (int64_t d = 1; d < column[0].dim(); ++d) shape.push_back(column[0].size(d));
@@ -137,7 +148,7 @@ struct PadSequences {
       for (int64_t i = 0; i < n; ++i) t[i].narrow(0, 0, column[i].size(0)).copy_(column[i]);
     });
     out.lengths = at::tensor(lengths, at::kLong);
-    const int64_t longest = *std::max_element(lengths.begin(), lengths.end());
+    const int64_t longest = std::max(length, *std::max_element(lengths.begin(), lengths.end()));
     out.mask = at::arange(longest, at::kLong).unsqueeze(0).lt(out.lengths.unsqueeze(1));
     return out;
   }

@@ -1,0 +1,141 @@
+// A small GPT (examples/gpt.hpp) trained on sentences of a small grammar,
+// character by character, the way nanoGPT trains: AdamW without weight
+// decay on biases and LayerNorms, linear warm-up then cosine decay, two
+// micro-batches per step, gradient clipping at 1.0, bf16 autocast where the
+// CPU has bf16 instructions (fp16 or bf16 on CUDA), and on a GPU the whole
+// step captured as a CUDA graph. Sentences vary in length: each batch is
+// padded (PadSequences) and the model takes the padding mask.
+#include <torch/torch.h>
+#include <CLI/CLI.hpp>
+#include <trainkit/callbacks.hpp>
+#include <trainkit/capture.hpp>
+#include <trainkit/data.hpp>
+#include <trainkit/trainkit.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+#include "gpt.hpp"
+
+using namespace trainkit;
+
+namespace {
+
+/// Whether this CPU computes in bf16 natively (AVX512-BF16 or AMX); without
+/// it, bf16 autocast on a CPU is emulated and slower than fp32.
+bool cpu_has_bf16() {
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
+  return __builtin_cpu_supports("avx512bf16");
+#else
+  return false;
+#endif
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"trainkit gpt: a small GPT on sentences of a small grammar, as nanoGPT trains"};
+  int64_t epochs = 4, sentences = 4000, batch_size = 32, workers = 1, max_steps = -1;
+  int64_t layers = 4, heads = 4, embd = 128;
+  int threads = 0;
+  double lr = 1e-3, max_val_loss = 0.75;
+  std::string precision_name = "auto", runs_dir = "runs/gpt";
+  app.add_option("--epochs", epochs, "passes over the training sentences")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--max-steps", max_steps, "stop after this many optimizer steps (-1: none)");
+  app.add_option("--sentences", sentences, "training sentences")->check(CLI::PositiveNumber);
+  app.add_option("--batch-size", batch_size, "sentences per micro-batch (two per step)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--lr", lr, "peak learning rate (warm-up, then cosine to a tenth)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--layers", layers, "transformer blocks")->check(CLI::PositiveNumber);
+  app.add_option("--heads", heads, "attention heads")->check(CLI::PositiveNumber);
+  app.add_option("--embd", embd, "embedding width (a multiple of --heads)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--precision", precision_name,
+                 "auto (bf16 on CUDA and on CPUs with bf16 instructions, else fp32), fp32, bf16, "
+                 "or fp16 (CUDA)")
+      ->check(CLI::IsMember({"auto", "fp32", "bf16", "fp16"}));
+  app.add_option("--threads", threads, "intra-op threads (0: LibTorch's default)");
+  app.add_option("--workers", workers, "data loader threads")->check(CLI::NonNegativeNumber);
+  app.add_option("--runs-dir", runs_dir, "folder for the CSV log");
+  app.add_option("--max-val-loss", max_val_loss,
+                 "the validation loss (nats per character) the run must reach to report ok");
+  CLI11_PARSE(app, argc, argv);
+  if (threads > 0) torch::set_num_threads(threads);
+
+  try {
+    const auto start = std::chrono::steady_clock::now();
+    const bool cuda = torch::cuda::is_available();
+    const torch::Device device = cuda ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
+    if (precision_name == "auto") precision_name = cuda || cpu_has_bf16() ? "bf16" : "fp32";
+    if (precision_name == "fp16" && !cuda) {
+      std::fprintf(stderr, "gpt: --precision fp16 needs CUDA (bf16 or fp32 on a CPU)\n");
+      return 2;
+    }
+    const examples::GptConfig config{.vocab_size = examples::SentenceCorpus::vocab_size(),
+                                     .block_size = 64,
+                                     .n_layer = layers,
+                                     .n_head = heads,
+                                     .n_embd = embd};
+    const examples::SentenceCorpus train(sentences, /*seed=*/1, config.block_size);
+    const examples::SentenceCorpus val(500, /*seed=*/2, config.block_size);
+    // A captured step needs the same shapes every step: on a GPU every
+    // batch is padded to the block size, on a CPU to its longest sentence.
+    const data::PadSequences pad{.padding_values = {0, -100},
+                                 .length = cuda ? config.block_size : 0};
+    data::Loader train_batches(train, data::RandomSampler({.size = train.size(), .seed = 1}),
+                               {.batch_size = batch_size, .workers = workers, .device = device},
+                               pad);
+    data::Loader val_batches(val, data::SequentialSampler(val.size()),
+                             {.batch_size = 100, .device = device}, pad);
+    torch::manual_seed(0);
+    examples::Gpt model(config);
+    examples::init_like_nanogpt(model);
+    int64_t parameters = 0;
+    for (const auto& p : model->parameters()) parameters += p.numel();
+    std::printf("gpt: %lld sentences (\"%s\"), %lld parameters, %s, %s\n", (long long)train.size(),
+                train.text(0).c_str(), (long long)parameters, device.str().c_str(),
+                precision_name.c_str());
+    std::fflush(stdout);  // before the progress bar writes to stderr
+
+    auto run = [&]<class Precision, class Capture>(Precision*, Capture*) {
+      Trainer<optim::AdamW, sched::WarmupCosine, Precision, accumulate::Every<2>, clip::Norm,
+              parallel::Single, Capture>
+          trainer(model, {.optim = {.lr = lr, .beta1 = 0.9, .beta2 = 0.95, .weight_decay = 0.1},
+                          .sched = {.warmup_steps = 20, .start_factor = 0.05, .eta_min = lr / 10},
+                          .clip = {.max_norm = 1.0},
+                          .param_groups = {params::no_weight_decay()}});
+      return trainer.fit(examples::LanguageModelling{}, train_batches,
+                         {.epochs = epochs, .val_data = val_batches, .max_steps = max_steps},
+                         callbacks::ProgressBar{},
+                         callbacks::CsvLogger({.path = runs_dir + "/log.csv"}));
+    };
+    // Capture on a GPU; on a CPU the steps are eager (no graph to record).
+    auto pick_capture = [&](auto* precision) {
+      return cuda ? run(precision, static_cast<capture::CudaGraph*>(nullptr))
+                  : run(precision, static_cast<capture::None*>(nullptr));
+    };
+    const auto result =
+        precision_name == "bf16" ? pick_capture(static_cast<precision::Bf16*>(nullptr))
+        : precision_name == "fp16"
+            ? run(static_cast<precision::Fp16*>(nullptr), static_cast<capture::CudaGraph*>(nullptr))
+            : pick_capture(static_cast<precision::Fp32*>(nullptr));
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double val_loss = result.metrics.at("val_loss");
+    for (const char* prompt : {"the red ", "a small dog "}) {
+      std::printf("sample: \"%s\"\n", examples::complete(model, prompt, 48, device).c_str());
+    }
+    const bool ok = val_loss < max_val_loss;
+    std::printf(
+        "gpt: val_loss %.4f (perplexity %.3f per character) after %lld steps, %.1f s (%s)\n",
+        val_loss, std::exp(val_loss), (long long)result.steps, seconds, ok ? "ok" : "FAILED");
+    return ok ? 0 : 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "gpt: %s\n", e.what());
+    return 1;
+  }
+}
