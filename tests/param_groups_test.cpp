@@ -5,6 +5,7 @@
 // exactly as an optimizer of its own options would; schedules per group; and
 // the errors for groups that cannot work.
 #include <trainkit/callbacks/freeze.hpp>
+#include <trainkit/capture.hpp>
 #include <trainkit/trainkit.hpp>
 
 #include <cmath>
@@ -353,6 +354,49 @@ TEST_CASE("each parameter group follows the schedule from its own base learning 
   follow(std::type_identity<sched::WarmupCosine>{}, {.warmup_steps = 5, .eta_min = 1e-5});
   // max_lr 0: each group's own lr is its maximum (torch's per-group max_lr)
   follow(std::type_identity<sched::OneCycle>{}, {.cycle_momentum = false});
+
+  {  // OneCycle's max_lr per group, as PyTorch's max_lr list
+    using T = Trainer<optim::AdamW, sched::OneCycle>;
+    const sched::OneCycle::Options so{.max_lr = 2e-2, .cycle_momentum = false};
+    T trainer(TinyLm(), T::Options{.optim = {.lr = 1e-2},
+                                   .sched = so,
+                                   .param_groups = {
+                                       {"slow", params::below_2d(), {.max_lr = 2e-3}},
+                                       {"emb", params::name_matches("^emb"), {.max_lr = 5e-3}}}});
+    struct Record {
+      T* t;
+      std::vector<std::array<double, 3>> lrs;
+      void on_before_step(TrainState&) {
+        lrs.push_back({t->optimizer().lr(0), t->optimizer().lr(1), t->optimizer().lr(2)});
+      }
+    } record{&trainer, {}};
+    trainer.fit(task::Classification{}, data, {.epochs = 2}, record);
+    REQUIRE(record.lrs.size() == 24);
+    const double peaks[] = {2e-2, 2e-3, 5e-3};
+    for (size_t g = 0; g < 3; ++g) {
+      auto with_peak = so;
+      with_peak.max_lr = peaks[g];
+      sched::OneCycle alone(with_peak);
+      alone.start({1e-2, 24});
+      for (size_t step = 0; step < 24; ++step)
+        CHECK(record.lrs[step][g] == alone.lr_at(int64_t(step)));
+    }
+    // a group's own lr that sched.max_lr would silently replace is refused
+    const auto msg = error_of([&] {
+      T t(TinyLm(), T::Options{.sched = so,
+                               .param_groups = {{"slow", params::below_2d(), {.lr_scale = 0.1}}}});
+    });
+    CHECK_MESSAGE(msg.find("option `sched.max_lr` = 0.02 is invalid; accepted: 0 (each group peaks "
+                           "at its own lr), or a max_lr for param_groups[0]") != std::string::npos,
+                  msg);
+    using W = Trainer<optim::AdamW, sched::WarmupCosine>;
+    const auto no_peak = error_of([] {
+      W w(TinyLm(), W::Options{.param_groups = {{"x", params::below_2d(), {.max_lr = 0.1}}}});
+    });
+    CHECK_MESSAGE(no_peak.find("option `param_groups[0].max_lr` = 0.1 is invalid; accepted: unset: "
+                               "this schedule has no max_lr") != std::string::npos,
+                  no_peak);
+  }
 }
 
 TEST_CASE("ReduceLROnPlateau reduces every group, each to its own min_lr") {
@@ -428,6 +472,27 @@ TEST_CASE("callbacks::Freeze: a frozen group keeps its values and state, then tr
     CHECK(torch::equal(lm2->emb->weight, frozen_lm->emb->weight));
     CHECK(torch::equal(lm2->fc1->weight, frozen_lm->fc1->weight));
     CHECK(torch::equal(lm2->head->bias, frozen_lm->head->bias));
+  }
+  SUBCASE("captured steps: recorded again when the group is unfrozen, equal to eager steps") {
+    if (!TRAINKIT_HAS_FUSED_OPTIMIZERS) return;  // no capturable step before LibTorch 2.4
+    using G = TrainerWith<capture::CudaGraph>;
+    G::Options go{.optim = {.lr = 1e-2, .fused = true}, .param_groups = groups};
+    go.capture.emulate = true;
+    torch::manual_seed(5);
+    TinyLm eager_lm;
+    T eager(eager_lm, T::Options{.optim = {.lr = 1e-2, .fused = true}, .param_groups = groups});
+    torch::manual_seed(5);
+    TinyLm graph_lm;
+    G graph(graph_lm, go);
+    callbacks::Freeze eager_freeze(eager.flat_params(), {.group = "embedding", .until_epoch = 2});
+    callbacks::Freeze graph_freeze(graph.flat_params(), {.group = "embedding", .until_epoch = 2});
+    eager.fit(task::Classification{}, data, {.epochs = 3}, eager_freeze);
+    graph.fit(task::Classification{}, data, {.epochs = 3}, graph_freeze);
+    // epoch 0: 3 warm-up steps, the probe, 2 replays; epoch 1: 6 replays;
+    // epoch 2 (unfrozen): recorded again after 3 warm-up steps and a probe
+    CHECK(graph.graph_replays() == 10);
+    CHECK(!torch::equal(graph_lm->emb->weight, start));  // it trained once unfrozen
+    CHECK(tk_test::max_param_rel_error(eager.model(), graph.model()) < 1e-6);
   }
   CHECK(error_of([&] { callbacks::Freeze f(trainer.flat_params(), {.group = "backbone"}); })
             .find("option `parameter group` = \"backbone\" is invalid; accepted: a group's name "

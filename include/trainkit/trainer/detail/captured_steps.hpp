@@ -77,17 +77,18 @@ class CapturedSteps {
   template <class TaskT, class B, class Eager, class Account>
   void step(T& t, TaskT& task, const std::vector<B>& window, TrainState& state, Eager&& eager,
             Account&& account) {
+    if (graph_.recorded() && frozen_ != frozen_groups(t)) {
+      // A group was frozen or unfrozen (callbacks::Freeze): the recorded step
+      // steps the old set. Warm up and record again; a newly trainable
+      // group's optimizer state is made in the eager steps.
+      graph_ = StepGraph{};
+      warm_steps_ = 0;
+    }
     if (graph_.recorded() && recorded_shapes_.match(window)) {
       if constexpr (requires { t.optimizer_.momentum(); }) {
         // The fused kernels took it as a number when the step was recorded.
         require_option(t.optimizer_.momentum() == momentum_, "optim momentum",
                        t.optimizer_.momentum(), "its value when the step was recorded");
-      }
-      for (size_t g = 0; g < frozen_.size(); ++g) {  // the recorded step steps these groups
-        require_option(t.flat_.frozen(g) == (frozen_[g] != 0),
-                       "frozen parameter group " + t.flat_.param_groups()[g].name,
-                       t.flat_.frozen(g),
-                       "as when the step was recorded (freeze before fit, or capture::None)");
       }
       size_t i = 0;  // the shapes matched: the same tensors in the same order
       for (const auto& batch : window) {
@@ -106,9 +107,7 @@ class CapturedSteps {
       // outputs before recording reassigns them to the graph's.
       account();
       if constexpr (requires { t.optimizer_.momentum(); }) momentum_ = t.optimizer_.momentum();
-      frozen_.clear();
-      for (size_t g = 0; g < t.flat_.param_groups().size(); ++g)
-        frozen_.push_back(t.flat_.frozen(g));
+      frozen_ = frozen_groups(t);
       graph_.record([this, &t, &task] { body<TaskT, B>(t, task); }, t.device_, settings.emulate,
                     settings.emulate_option);
       return;
@@ -153,6 +152,12 @@ class CapturedSteps {
       const auto& o = t.parallel_.graph_options();
       return {o.warmup_steps, o.emulate, "parallel.emulate"};
     }
+  }
+
+  static std::vector<char> frozen_groups(const T& t) {
+    std::vector<char> frozen;
+    for (size_t g = 0; g < t.flat_.param_groups().size(); ++g) frozen.push_back(t.flat_.frozen(g));
+    return frozen;
   }
 
   static std::string run_time_blocker(const T& t) {

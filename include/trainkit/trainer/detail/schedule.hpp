@@ -5,8 +5,9 @@
 // parameter group follows its own copy of the schedule, started from the
 // group's base learning rate, as PyTorch's schedulers compute every param
 // group's rate from its initial_lr (OneCycle with max_lr 0 takes each
-// group's lr as its maximum; a group's min_lr is ReduceLROnPlateau's floor
-// for it, as PyTorch's per-group min_lrs).
+// group's lr as its maximum, a group's max_lr is its peak as in PyTorch's
+// max_lr list; a group's min_lr is ReduceLROnPlateau's floor for it, as
+// PyTorch's per-group min_lrs).
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
@@ -27,18 +28,35 @@ concept HasGroupLr = requires(O& o, const O& c, size_t g, double lr) {
   o.set_lr(g, lr);
 };
 
-/// A group's copy of the schedule's options: its min_lr where it sets one.
+/// A group's copy of the schedule's options: its min_lr and max_lr where it
+/// sets them. A schedule's explicit max_lr would override the group's lr
+/// silently, so a group with its own lr must say its peak.
 template <class SchedOptions>
 SchedOptions group_schedule_options(SchedOptions o, const ParamGroupInfo& group, size_t g) {
-  if (!group.options.min_lr) return o;
-  const auto option = group_prefix(g) + ".min_lr";
-  if constexpr (requires { o.min_lr; }) {
-    require_option(*group.options.min_lr >= 0.0, option, *group.options.min_lr,
-                   "a learning rate >= 0");
-    o.min_lr = *group.options.min_lr;
-  } else {
-    require_option(false, option, *group.options.min_lr,
-                   "unset: this schedule has no min_lr (sched::ReduceLROnPlateau has)");
+  const auto& go = group.options;
+  if (go.min_lr) {
+    const auto option = group_prefix(g) + ".min_lr";
+    if constexpr (requires { o.min_lr; }) {
+      require_option(*go.min_lr >= 0.0, option, *go.min_lr, "a learning rate >= 0");
+      o.min_lr = *go.min_lr;
+    } else {
+      require_option(false, option, *go.min_lr,
+                     "unset: this schedule has no min_lr (sched::ReduceLROnPlateau has)");
+    }
+  }
+  if constexpr (requires { o.max_lr; }) {
+    if (go.max_lr) {
+      require_option(*go.max_lr > 0.0, group_prefix(g) + ".max_lr", *go.max_lr,
+                     "a learning rate > 0");
+      o.max_lr = *go.max_lr;
+    } else if (o.max_lr > 0.0 && (go.lr || go.lr_scale)) {
+      require_option(false, "sched.max_lr", o.max_lr,
+                     "0 (each group peaks at its own lr), or a max_lr for " + group_prefix(g) +
+                         ", whose lr the schedule's max_lr would replace");
+    }
+  } else if (go.max_lr) {
+    require_option(false, group_prefix(g) + ".max_lr", *go.max_lr,
+                   "unset: this schedule has no max_lr (sched::OneCycle has)");
   }
   return o;
 }
