@@ -23,9 +23,10 @@ cd "$(dirname "$0")/.."
 DEMO_PACKAGES=(build-essential cmake ninja-build libtorch-dev libopenblas0-openmp
                nlohmann-json3-dev libcli11-dev zlib1g-dev libgloo-dev)
 # libsqlite3-dev and libpq-dev: trainkit::tune's study storages; postgresql: the
-# server its PostgreSQL tests start (scripts/postgres.sh).
+# server its PostgreSQL tests start (scripts/postgres.sh); python3-torch:
+# PyTorch's own launcher (torchrun) for the launch tests, and interop files.
 TEST_PACKAGES=(doctest-dev clang-format libxml2-dev libpng-dev chromium pkgconf git
-               debootstrap libsqlite3-dev libpq-dev postgresql)
+               debootstrap libsqlite3-dev libpq-dev postgresql python3-torch)
 
 install_missing() {
   local missing=()

@@ -53,7 +53,7 @@ typename T::Options setting_options(torch::Device device = torch::kCPU) {
       .sched = {.max_lr = 2e-2, .cycle_momentum = false},
       .clip = {.max_norm = 0.5},
       .param_groups = {
-          {"biases", trainkit::params::below_2d(), {.lr_scale = 0.5, .weight_decay = 0.0}}}};
+          {"biases", trainkit::params::below_2d(), {.weight_decay = 0.0, .max_lr = 1e-2}}}};
   o.parallel.device = device;
   if constexpr (std::is_same_v<T, GraphTrainer>) o.parallel.emulate = device.is_cpu();
   return o;
@@ -79,9 +79,10 @@ inline void check_graph_equals_eager(torch::Device device) {
   CHECK(err < 1e-5);
   CHECK(b.metrics.at("train_loss") == doctest::Approx(a.metrics.at("train_loss")).epsilon(1e-6));
   CHECK(graph.optimizer().lr() == eager.optimizer().lr());
-  // OneCycle's max_lr is set: every group follows it, as PyTorch's scalar
-  // max_lr; the group differs in weight decay
+  // the group peaks at its own max_lr, half the default group's (a rate of
+  // its own on the device), without weight decay
   CHECK(graph.optimizer().lr(1) == eager.optimizer().lr(1));
+  CHECK(graph.optimizer().lr(1) == doctest::Approx(graph.optimizer().lr(0) / 2).epsilon(1e-9));
   CHECK(graph.optimizer().options(1).weight_decay == 0.0);
 }
 

@@ -271,6 +271,56 @@ TEST_CASE(
   std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("one command for the first run and every restart: the newest checkpoint by step wins") {
+  const auto dir = tk_test::temp_dir("trainkit_restart") / "ckpt";  // not made yet
+  auto reference = make_trainer();
+  auto l0 = make_loader();
+  reference->fit(task::Classification{}, *l0, {.epochs = 2});
+  struct SignalAt {
+    int64_t step;
+    int64_t* began_at;
+    void on_fit_begin(TrainState& s) { *began_at = s.step; }
+    void on_step_end(TrainState& s) {
+      if (s.step == step) std::raise(SIGTERM);
+    }
+  };
+  const FitOptions command{.epochs = 2,
+                           .resume_from = dir,
+                           .resume_if_present = true,
+                           .checkpoint_on_signal = dir / "interrupted.ckpt"};
+  auto run = [&](int64_t signal_at, int64_t& began_at) {
+    auto trainer = make_trainer();
+    auto loader = make_loader();
+    callbacks::ModelCheckpoint every_2({.dir = dir, .save_every = 2});
+    auto r = trainer->fit(task::Classification{}, *loader, command, std::ref(every_2),
+                          SignalAt{signal_at, &began_at});
+    return std::make_pair(std::move(trainer), r);
+  };
+  int64_t began = -1;
+  const auto [first, r1] = run(7, began);  // a first run: nothing to resume
+  CHECK(began == 0);
+  CHECK(r1.interrupted);
+  CHECK(r1.steps == 7);
+  // the epoch so far's loss, and the last complete epoch's metrics
+  CHECK(r1.metrics.count("train_loss") == 1);
+  CHECK(std::filesystem::read_symlink(dir / "last.ckpt") == "step-000000006.ckpt");
+  const auto [second, r2] = run(-1, began);  // interrupted.ckpt (step 7) is newer than last.ckpt
+  CHECK(began == 7);
+  CHECK(r2.steps == 10);
+  expect_bitwise_equal(second->model(), reference->model());
+  // the same folder without resume_if_present, empty: an error that names the fix
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  auto t = make_trainer();
+  auto l = make_loader();
+  const std::string expected = "no checkpoint to resume from in " + dir.string() +
+                               " (no last.ckpt, step-*.ckpt or other *.ckpt); "
+                               "fit.resume_if_present = true starts fresh";
+  CHECK_THROWS_WITH_AS(t->fit(task::Classification{}, *l, {.resume_from = dir}),
+                       doctest::Contains(expected.c_str()), Error);
+  std::filesystem::remove_all(dir.parent_path());
+}
+
 TEST_CASE("seed_everything and the deterministic switch") {
   seed_everything(123);
   const auto a = torch::randn({5});

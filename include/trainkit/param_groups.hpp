@@ -3,6 +3,7 @@
 // (torch.optim's param_groups). A group selects parameters by name, by the
 // type of the module that holds them, or by any predicate; the parameters no
 // group selects form the default group, trained with the optimizer's options.
+#include <regex.h>  // POSIX: std::regex's templates cost every file that trains seconds
 #include <torch/nn/module.h>
 #include <torch/nn/modules/embedding.h>
 #include <torch/types.h>
@@ -10,8 +11,8 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
-#include <regex>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -73,16 +74,22 @@ struct module_class<M> {  // a holder (torch::nn::Linear): its module class
 
 namespace params {
 
-/// Parameters whose name contains a match of `pattern` (ECMAScript regex).
+/// Parameters whose name contains a match of `pattern`, a POSIX extended
+/// regular expression (`^backbone\\.`, `(bias|norm)`, `[0-9]+`).
 inline ParamSelector name_matches(const std::string& pattern) {
-  std::regex re;
-  try {
-    re = std::regex(pattern);
-  } catch (const std::regex_error& e) {
+  auto* compiled = new regex_t;
+  if (const int rc = regcomp(compiled, pattern.c_str(), REG_EXTENDED | REG_NOSUB); rc != 0) {
+    char why[256];
+    regerror(rc, compiled, why, sizeof why);
+    delete compiled;  // a failed regcomp holds nothing to free
     detail::require_option(false, "params::name_matches", pattern,
-                           std::string("a valid ECMAScript regular expression (") + e.what() + ")");
+                           std::string("a POSIX extended regular expression (") + why + ")");
   }
-  return [re](const ParamInfo& p) { return std::regex_search(p.name, re); };
+  const std::shared_ptr<const regex_t> re(compiled, [](regex_t* r) {
+    regfree(r);
+    delete r;
+  });
+  return [re](const ParamInfo& p) { return regexec(re.get(), p.name.c_str(), 0, nullptr, 0) == 0; };
 }
 
 /// Parameters registered by a module of type `M`: a module class
@@ -126,12 +133,26 @@ using LayerOf = std::function<int64_t(const std::string& name)>;
 /// embedding (`embed`, `wte`, `wpe`, `cls_token`, `pos_`) is in layer 0;
 /// anything else is the head, layer `layers` + 1.
 inline LayerOf numbered_blocks(int64_t layers) {
-  static const std::regex block(R"((?:^|\.)(?:blocks|layers|layer|h|stages)\.(\d+)\.)");
-  static const std::regex embedding(R"(embed|wte|wpe|cls_token|(?:^|\.)pos_)");
   return [layers](const std::string& name) -> int64_t {
-    std::smatch m;
-    if (std::regex_search(name, m, block)) return std::stoll(m[1].str()) + 1;
-    if (std::regex_search(name, embedding)) return 0;
+    std::vector<std::string> parts;  // the name's dot-separated parts
+    for (size_t start = 0;;) {
+      const size_t dot = name.find('.', start);
+      parts.push_back(name.substr(start, dot - start));
+      if (dot == std::string::npos) break;
+      start = dot + 1;
+    }
+    for (size_t i = 0; i + 2 < parts.size(); ++i) {  // <blocks>.<i>. and more after it
+      const auto& kind = parts[i];
+      const auto& number = parts[i + 1];
+      if ((kind == "blocks" || kind == "layers" || kind == "layer" || kind == "h" ||
+           kind == "stages") &&
+          !number.empty() && number.find_first_not_of("0123456789") == std::string::npos)
+        return std::stoll(number) + 1;
+    }
+    for (const char* e : {"embed", "wte", "wpe", "cls_token"})
+      if (name.find(e) != std::string::npos) return 0;
+    for (const auto& part : parts)
+      if (part.rfind("pos_", 0) == 0) return 0;
     return layers + 1;
   };
 }

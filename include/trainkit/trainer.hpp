@@ -28,6 +28,7 @@
 
 #include "trainkit/concepts.hpp"
 #include "trainkit/data/batch_view.hpp"
+#include "trainkit/data/shard.hpp"
 #include "trainkit/device_options.hpp"
 #include "trainkit/error.hpp"
 #include "trainkit/parallel/cuda_graph.hpp"
@@ -108,8 +109,12 @@ class Trainer {
     state.epochs = options.epochs;
     state.log_every = options.log_every;
     state.main_process_ = parallel_.is_main();
-    if constexpr (HasSetShard<Data>) {
-      train_data.set_shard(parallel_.rank(), parallel_.world_size());  // a sampler's shard
+    if constexpr (HasSetShard<Data>) {  // each rank its share, unless the data is already
+      if (!options.data_is_per_rank) train_data.set_shard(parallel_.rank(), parallel_.world_size());
+    } else if (parallel_.world_size() > 1 && !options.data_is_per_rank) {
+      data::detail::refuse_unsharded(
+          std::string("the training data (") + c10::demangle_type<Data>() + ")",
+          parallel_.world_size());
     }
     if constexpr (HasSize<Data>) {
       state.batches_per_epoch = static_cast<int64_t>(train_data.size());
@@ -140,7 +145,7 @@ class Trainer {
     }
     resume_at_ = {0, 0};
     if (!options.resume_from.empty()) {
-      Checkpoint::resume(*this, options.resume_from, state, hooks);
+      Checkpoint::resume(*this, options.resume_from, options.resume_if_present, state, hooks);
       apply_schedule(state);
     }
     const auto [first_epoch, first_batch] = resume_at_;
@@ -155,7 +160,7 @@ class Trainer {
         const int64_t skip = epoch == first_epoch ? first_batch : 0;
         state.epoch = epoch;
         state.batch = skip;
-        state.metrics.clear();
+        result.metrics = std::exchange(state.metrics, {});  // the last epoch's
         epoch_done_ = false;
         if constexpr (HasSetEpoch<Data>) train_data.set_epoch(epoch);
         if constexpr (HasSetStart<Data>) {
@@ -198,7 +203,11 @@ class Trainer {
             if (state.stop_requested() || state.step == options.max_steps) break;
           }
         }
-        if (result.interrupted) break;  // the checkpoint resumes inside this epoch
+        if (result.interrupted) {  // the checkpoint resumes inside this epoch
+          if (const auto loss = coordinator().global_mean(epoch_loss_.sum(), epoch_loss_.count()))
+            result.metrics["train_loss"] = *loss;  // of the epoch so far
+          break;
+        }
         for (const auto& batch : window) micro_batch(task, batch, ++k == n, n, state);
         if (k > 0) {
           boundary(k, n, state, hooks);
@@ -229,7 +238,7 @@ class Trainer {
     result.steps = state.step;
     result.stopped = state.stop_requested();
     result.stop_reason = result.stopped ? state.stop_reason() : "";
-    result.metrics = state.metrics;
+    if (!result.interrupted) result.metrics = state.metrics;
     return result;
   }
 

@@ -42,8 +42,16 @@ struct FitOptions {
   data::BatchView val_data{};  ///< validated after every epoch when set (not owned)
   int64_t log_every = 10;      ///< callbacks may read device values every N steps
   int64_t max_steps = -1;      ///< stop after this many optimizer steps (-1: no limit)
-  /// Continue from this checkpoint file, or from the latest one in this folder.
+  /// Continue from this checkpoint file, or from the newest one in this
+  /// folder by step (last.ckpt, step-*.ckpt, or checkpoint_on_signal's file).
   std::filesystem::path resume_from{};
+  /// With resume_from: start fresh when it holds no checkpoint yet (or does
+  /// not exist), so one command serves the first run and every restart.
+  bool resume_if_present = false;
+  /// The training data is already this rank's own (or the same on every rank
+  /// on purpose): it is not asked for a shard. Otherwise, under several
+  /// ranks, data that cannot shard itself (no set_shard) is refused.
+  bool data_is_per_rank = false;
   /// When set, SIGINT/SIGTERM finish the current step, write a checkpoint
   /// here and return (FitResult::interrupted); a second signal ends at once.
   std::filesystem::path checkpoint_on_signal{};
@@ -63,7 +71,9 @@ struct FitResult {
   bool stopped = false;
   bool interrupted = false;  ///< by a signal, after writing checkpoint_on_signal
   std::string stop_reason;
-  Metrics metrics;  ///< the last epoch's metrics
+  /// The last epoch's metrics; after an interruption, the last complete
+  /// epoch's with train_loss of the interrupted epoch so far.
+  Metrics metrics;
 };
 
 }  // namespace trainkit

@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include <trainkit/callbacks/ema.hpp>
+#include <trainkit/callbacks/model_checkpoint.hpp>
 #include <trainkit/capture.hpp>
 #include <trainkit/data.hpp>
 #include <trainkit/io/checkpoint.hpp>
@@ -177,7 +178,7 @@ void captured_equals_eager(int port_offset, const char* name) {
         .clip = {.max_norm = 0.5},
         .parallel = ddp_options(offset),
         .param_groups = {
-            {"biases", tk::params::below_2d(), {.lr_scale = 0.5, .weight_decay = 0.0}}}};
+            {"biases", tk::params::below_2d(), {.weight_decay = 0.0, .max_lr = 1e-2}}}};
     if constexpr (requires { o.capture.emulate; }) o.capture = {.warmup_steps = 2, .emulate = true};
     return o;
   };
@@ -292,7 +293,8 @@ void early_stop() {
   auto data = make_data(160);
   if (rank_env() == 1) data.targets.narrow(0, 6 * 8, 8).fill_(1000.0);  // batch 7 of rank 1
   tk::data::TensorBatches batches(data, {.batch_size = 8, .shuffle = false});
-  const auto r = t.fit(tk::task::Regression{}, batches, {.epochs = 2}, StopOnSpike{});
+  const auto r = t.fit(tk::task::Regression{}, batches, {.epochs = 2, .data_is_per_rank = true},
+                       StopOnSpike{});
   const auto steps = t.parallel().sum({double(r.steps)}, "test: steps");
   std::printf("rank %d: stopped at step %lld (%s)\n", rank_env(), (long long)r.steps,
               r.stop_reason.c_str());
@@ -300,6 +302,184 @@ void early_stop() {
   check(steps[0] == 7.0 * world_env(), "all ranks stopped at step 7");
   if (rank_env() == 0)
     check(r.stop_reason == "stop requested by rank 1", "rank 0 says who stopped");
+}
+
+// Every sampler and in-memory source the library ships shards itself under
+// DDP: the ranks' sample ids, recorded through fit, are together one
+// process's epoch (plus at most world - 1 ids of padding, as
+// DistributedSampler pads), each rank an equal share. Data that cannot
+// shard is refused, unless fit says it is per rank.
+constexpr int64_t kShardSamples = 48;
+
+struct RecordIds {
+  std::vector<int64_t>* ids;
+  tk::StepOutput step(tk::ModelRef& model, const tk::data::Batch& b) const {
+    const auto v = b.input.select(1, 0).to(at::kLong).contiguous();
+    ids->insert(ids->end(), v.data_ptr<int64_t>(), v.data_ptr<int64_t>() + v.numel());
+    return tk::task::Regression{}.step(model, b);
+  }
+};
+
+tk::data::TensorDataset id_data() {
+  auto d = make_data(kShardSamples);
+  d.inputs.select(1, 0).copy_(at::arange(kShardSamples, at::kFloat));  // column 0: the id
+  return d;
+}
+
+at::Tensor id_counts(const std::vector<int64_t>& ids) {
+  auto counts = at::zeros({kShardSamples}, at::kDouble);
+  for (const int64_t id : ids) counts[id] += 1.0;
+  return counts;
+}
+
+template <class MakeData>
+void check_shards(const std::string& name, MakeData make, int port_offset) {
+  std::vector<int64_t> single;  // one process's epoch 0
+  {
+    auto data = make();
+    RecordIds record{&single};
+    tk::ModelRef model(make_model());
+    for (const auto& b : data) (void)record.step(model, b);
+  }
+  auto model = make_model();
+  T<tk::optim::SGD, tk::accumulate::None, tk::parallel::DDP> t(
+      model, {.parallel = ddp_options(port_offset)});
+  auto data = make();
+  std::vector<int64_t> mine;
+  t.fit(RecordIds{&mine}, data, {.epochs = 1});
+  auto together = id_counts(mine);
+  t.parallel().process_group().all_reduce(together, "test: id counts");
+  const auto extra = together - id_counts(single);
+  const int64_t world = world_env();
+  std::printf("rank %d: %s: %zu of one process's %zu samples, %g of padding\n", rank_env(),
+              name.c_str(), mine.size(), single.size(), extra.sum().item<double>());
+  check(extra.min().item<double>() >= 0 && extra.sum().item<double>() < double(world),
+        name + ": the ranks' samples are one process's epoch, padded by < world_size");
+  check(int64_t(mine.size()) == (int64_t(single.size()) + world - 1) / world,
+        name + ": each rank an equal share");
+}
+
+void shards() {
+  namespace d = tk::data;
+  using tk::data::Loader;
+  const auto ds = id_data();
+  const d::LoaderOptions batch8{.batch_size = 8};
+  check_shards(
+      "SequentialSampler", [&] { return Loader(ds, d::SequentialSampler(kShardSamples), batch8); },
+      0);
+  check_shards(
+      "RandomSampler",
+      [&] { return Loader(ds, d::RandomSampler({.size = kShardSamples, .seed = 4}), batch8); }, 1);
+  check_shards(
+      "WeightedSampler",
+      [&] {
+        return Loader(ds,
+                      d::WeightedSampler({.weights = at::arange(1, kShardSamples + 1), .seed = 4}),
+                      batch8);
+      },
+      2);
+  check_shards(
+      "RepeatFactorSampler",
+      [&] {
+        std::vector<std::vector<int64_t>> categories;
+        for (int64_t i = 0; i < kShardSamples; ++i) categories.push_back({i % 7 == 0 ? 1 : 0});
+        return Loader(
+            ds, d::RepeatFactorSampler({.categories = categories, .threshold = 0.3, .seed = 4}),
+            batch8);
+      },
+      3);
+  check_shards(
+      "CurriculumSampler",
+      [&] {
+        std::vector<double> difficulty;
+        for (int64_t i = 0; i < kShardSamples; ++i) difficulty.push_back(double((i * 17) % 48));
+        return Loader(ds, d::CurriculumSampler({.difficulty = difficulty, .start = 0.5, .seed = 4}),
+                      batch8);
+      },
+      4);
+  check_shards(
+      "DistributedSampler",
+      [&] { return Loader(ds, d::DistributedSampler({.size = kShardSamples, .seed = 4}), batch8); },
+      5);
+  check_shards(
+      "TensorBatches", [&] { return d::TensorBatches(ds, {.batch_size = 8, .seed = 4}); }, 6);
+  // a vector of batches cannot shard: refused, naming the fix
+  std::vector<d::Batch> batches;
+  for (const auto& b : d::TensorBatches(ds, {.batch_size = 8, .shuffle = false}))
+    batches.push_back(b);
+  T<tk::optim::SGD, tk::accumulate::None, tk::parallel::DDP> t(make_model(),
+                                                               {.parallel = ddp_options(7)});
+  try {
+    t.fit(tk::task::Regression{}, batches, {.epochs = 1});
+    throw std::runtime_error("a vector of batches trained unsharded");
+  } catch (const tk::Error& e) {
+    const std::string what = e.what();
+    check(what.find("cannot give each of the " + std::to_string(world_env()) + " ranks") !=
+                  std::string::npos &&
+              what.find("fit.data_is_per_rank = true") != std::string::npos,
+          "the refusal names the problem and the fix: " + what);
+  }
+  const auto r = t.fit(tk::task::Regression{}, batches, {.epochs = 1, .data_is_per_rank = true});
+  check(r.steps == 6, "with data_is_per_rank the same batches train on every rank");
+}
+
+// Started by PyTorch's own launcher (tests/torchrun_test.sh), with the
+// rendezvous where torchrun puts it: no port of the test's own. DDP equals
+// one process, as in parity().
+void torchrun() {
+  const auto env = tk::parallel::Environment::detect();
+  const tk::optim::SGD::Options sgd{.lr = 0.05, .momentum = 0.9};
+  const tk::FitOptions fit{.epochs = 2};
+  auto single = make_model();
+  T<tk::optim::SGD, tk::accumulate::None, tk::parallel::Single> ref(single, {.optim = sgd});
+  auto ref_data = make_loader(96, 16);
+  ref.fit(tk::task::Regression{}, ref_data, fit);
+  auto model = make_model();
+  tk::parallel::DDP::Options o;
+  o.device = torch::Device(torch::kCPU);
+  T<tk::optim::SGD, tk::accumulate::None, tk::parallel::DDP> ddp(model,
+                                                                 {.optim = sgd, .parallel = o});
+  auto data = make_loader(96, 16 / world_env());
+  ddp.fit(tk::task::Regression{}, data, fit);
+  const double err = max_rel_diff(*model, *single);
+  std::printf("rank %d: under torchrun (agent store: %s): DDP vs one process: max rel diff %.3g\n",
+              rank_env(), env.agent_store ? "yes" : "no", err);
+  check(err < 1e-6, "DDP under torchrun equals one process within 1e-6");
+}
+
+// Under torchrun --max_restarts 1: in the first attempt rank 1 is SIGKILLed
+// at step 7; the agent restarts the group, which resumes from the newest
+// checkpoint in `dir` (the same command line: resume_if_present) and must
+// end as one unbroken process does.
+void elastic(const std::filesystem::path& dir) {
+  const auto env = tk::parallel::Environment::detect();
+  const tk::optim::SGD::Options sgd{.lr = 0.05, .momentum = 0.9};
+  auto single = make_model();
+  T<tk::optim::SGD, tk::accumulate::None, tk::parallel::Single> ref(single, {.optim = sgd});
+  auto ref_data = make_loader(96, 16);
+  ref.fit(tk::task::Regression{}, ref_data, {.epochs = 3});
+
+  struct KillOnce {
+    int attempt;
+    void on_step_end(tk::TrainState& s) {
+      if (attempt == 0 && rank_env() == 1 && s.step == 7) std::raise(SIGKILL);
+    }
+  };
+  auto model = make_model();
+  tk::parallel::DDP::Options o;
+  o.device = torch::Device(torch::kCPU);
+  o.timeout = 20s;
+  T<tk::optim::SGD, tk::accumulate::None, tk::parallel::DDP> ddp(model,
+                                                                 {.optim = sgd, .parallel = o});
+  auto data = make_loader(96, 16 / world_env());
+  const auto r = ddp.fit(
+      tk::task::Regression{}, data, {.epochs = 3, .resume_from = dir, .resume_if_present = true},
+      tk::callbacks::ModelCheckpoint({.dir = dir, .save_every = 2}), KillOnce{env.restart_count});
+  const double err = max_rel_diff(*model, *single);
+  std::printf("rank %d: attempt %d, %lld steps: vs one unbroken process: max rel diff %.3g\n",
+              rank_env(), env.restart_count, (long long)r.steps, err);
+  check(env.restart_count == 1, "the group was restarted once");
+  check(r.steps == 18 && err < 1e-6, "the restarted run ends as an unbroken one, within 1e-6");
 }
 
 // Rank 1 dies (or hangs) at step 5; rank 0 must fail with an error naming
@@ -415,7 +595,7 @@ void buffers() {
   auto data = make_data(64);
   data.inputs.add_(double(rank_env()));  // different statistics on every rank
   tk::data::TensorBatches batches(data, {.batch_size = 8});
-  t.fit(tk::task::Regression{}, batches, {.epochs = 1});
+  t.fit(tk::task::Regression{}, batches, {.epochs = 1, .data_is_per_rank = true});
   const auto mean = model->named_buffers()["1.running_mean"].clone();
   auto sum = mean.clone();
   t.parallel().process_group().all_reduce(sum, "test: sum of running means");
@@ -522,7 +702,7 @@ void any_batch() {
   TwoInput model;
   T<tk::optim::AdamW, tk::accumulate::Every<2>, tk::parallel::DDP> ddp(
       model, {.optim = adamw, .parallel = ddp_options(0)});
-  const auto result = ddp.fit(DictTask{}, mine, {.epochs = 2});
+  const auto result = ddp.fit(DictTask{}, mine, {.epochs = 2, .data_is_per_rank = true});
   const double err = max_rel_diff(*model, *single);
   std::printf("rank %d: two inputs, map batches, DDP vs one process: max rel diff %.3g\n", rank,
               err);
@@ -565,6 +745,12 @@ int main(int argc, char** argv) {
       captured();
     else if (scenario == "any_batch")
       any_batch();
+    else if (scenario == "torchrun")
+      torchrun();
+    else if (scenario == "shards")
+      shards();
+    else if (scenario == "elastic")
+      elastic(dir);
     else
       throw std::runtime_error("unknown scenario \"" + scenario + "\"");
   } catch (const std::exception& e) {

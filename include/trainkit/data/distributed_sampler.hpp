@@ -1,12 +1,13 @@
 #pragma once
 // data::DistributedSampler: this rank's shard of the data, as
 // torch.utils.data.DistributedSampler draws it: the same permutation on every
-// rank (seed + epoch), padded by wrapping around (or cut, with drop_last) to
-// a multiple of the world size, then every world_size-th index from rank.
-// Shards are disjoint (before padding), cover the set, and have equal length.
+// rank (seed + epoch), split by data::shard_of. Every library sampler takes
+// its shard the same way; this one also takes the rank in its options, and
+// drop_last, as PyTorch's.
 #include <torch/types.h>
 
 #include "trainkit/data/seed.hpp"
+#include "trainkit/data/shard.hpp"
 #include "trainkit/error.hpp"
 
 namespace trainkit::data {
@@ -45,21 +46,12 @@ class DistributedSampler {
   }
 
   at::Tensor indices(int64_t epoch) const {
-    const int64_t n = options_.size, w = options_.world_size, total = shard_size() * w;
-    at::Tensor all;
-    if (options_.shuffle) {
-      auto gen = generator(options_.seed + static_cast<uint64_t>(epoch));
-      all = at::randperm(n, gen, at::kLong);
-    } else {
-      all = at::arange(n, at::kLong);
-    }
-    if (total > n && n > 0) {
-      const int64_t repeats = (total + n - 1) / n;  // wrap around as often as needed
-      all = all.repeat({repeats}).narrow(0, 0, total);
-    } else {
-      all = all.narrow(0, 0, total);
-    }
-    return all.narrow(0, options_.rank, total - options_.rank).slice(0, 0, total, w).contiguous();
+    const int64_t n = options_.size;
+    const auto order =
+        options_.shuffle
+            ? at::randperm(n, generator(options_.seed + static_cast<uint64_t>(epoch)), at::kLong)
+            : at::arange(n, at::kLong);
+    return shard_of(order, options_.rank, options_.world_size, options_.drop_last);
   }
 
  private:

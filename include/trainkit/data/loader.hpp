@@ -15,6 +15,7 @@
 //   compute stream waits on an event before using it.
 // - A worker's exception reaches the training thread, naming the batch;
 //   set_epoch(), a new begin() or the destructor stop and join the workers.
+#include <c10/util/Type.h>
 #include <torch/types.h>
 
 #include <algorithm>
@@ -45,6 +46,7 @@
 #include "trainkit/data/collate.hpp"
 #include "trainkit/data/concepts.hpp"
 #include "trainkit/data/seed.hpp"
+#include "trainkit/data/shard.hpp"
 #include "trainkit/data/transforms.hpp"
 #include "trainkit/error.hpp"
 
@@ -138,6 +140,9 @@ class Loader {
   void set_shard(int64_t rank, int64_t world_size) {
     if constexpr (requires { sampler_.set_shard(rank, world_size); }) {
       sampler_.set_shard(rank, world_size);
+    } else if (world_size > 1) {
+      detail::refuse_unsharded(
+          std::string("the loader's sampler (") + c10::demangle_type<SamplerT>() + ")", world_size);
     }
     options_.rank = rank;
     set_epoch(epoch_);

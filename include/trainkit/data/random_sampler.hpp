@@ -4,6 +4,7 @@
 #include <torch/types.h>
 
 #include "trainkit/data/seed.hpp"
+#include "trainkit/data/shard.hpp"
 #include "trainkit/error.hpp"
 
 namespace trainkit::data {
@@ -18,13 +19,17 @@ class RandomSampler {
     trainkit::detail::require_option(o.size >= 0, "sampler.size", o.size,
                                      "a number of samples >= 0");
   }
+  /// Takes `rank`'s share of each epoch among `world_size` ranks
+  /// (data/shard.hpp); the Trainer sets it through the loader.
+  void set_shard(int64_t rank, int64_t world_size) { shard_.set(rank, world_size); }
   at::Tensor indices(int64_t epoch) const {
     auto gen = generator(options_.seed + static_cast<uint64_t>(epoch));
-    return at::randperm(options_.size, gen, at::kLong);
+    return shard_.of(at::randperm(options_.size, gen, at::kLong));
   }
 
  private:
   Options options_;
+  Shard shard_;
 };
 
 }  // namespace trainkit::data

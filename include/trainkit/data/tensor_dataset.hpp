@@ -3,6 +3,7 @@
 // index_select of a slice of the epoch's permutation (no per-sample stacking);
 // the permutation depends on (seed, epoch) only, never on the batch size, so
 // runs at batch 64 and at 4 x 16 see the same samples in the same order.
+// Under several ranks each takes its share of that order (data/shard.hpp).
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/types.h>
 
@@ -10,6 +11,7 @@
 #include <iterator>
 
 #include "trainkit/data/batch.hpp"
+#include "trainkit/data/shard.hpp"
 #include "trainkit/error.hpp"
 
 namespace trainkit::data {
@@ -48,10 +50,22 @@ class TensorBatches {
   /// Selects the epoch whose permutation the next iteration uses.
   void set_epoch(int64_t epoch) {
     epoch_ = epoch;
-    if (!options_.shuffle) return;
-    auto gen = at::make_generator<at::CPUGeneratorImpl>(options_.seed * 0x9E3779B97F4A7C15ULL +
-                                                        static_cast<uint64_t>(epoch));
-    order_ = at::randperm(data_.size(), gen, at::kLong).to(data_.inputs.device());
+    if (!options_.shuffle && shard_.world_size == 1) return;  // contiguous slices
+    at::Tensor order = at::arange(data_.size(), at::kLong);
+    if (options_.shuffle) {
+      auto gen = at::make_generator<at::CPUGeneratorImpl>(options_.seed * 0x9E3779B97F4A7C15ULL +
+                                                          static_cast<uint64_t>(epoch));
+      order = at::randperm(data_.size(), gen, at::kLong);
+    }
+    order_ = shard_.of(order).to(data_.inputs.device());
+  }
+
+  /// Takes `rank`'s share of each epoch among `world_size` ranks
+  /// (data/shard.hpp); the Trainer sets it. Rewinds to the first batch.
+  void set_shard(int64_t rank, int64_t world_size) {
+    shard_.set(rank, world_size);
+    order_ = at::Tensor();
+    set_epoch(epoch_);
   }
 
   /// The next iteration starts at batch `index` (exact resume); once.
@@ -63,7 +77,7 @@ class TensorBatches {
 
   /// Number of batches per epoch.
   int64_t size() const {
-    const int64_t n = data_.size(), b = options_.batch_size;
+    const int64_t n = order_.defined() ? order_.numel() : data_.size(), b = options_.batch_size;
     return options_.drop_last ? n / b : (n + b - 1) / b;
   }
   int64_t epoch() const { return epoch_; }
@@ -71,8 +85,9 @@ class TensorBatches {
 
   Batch batch(int64_t index) const {
     const int64_t start = index * options_.batch_size;
-    const int64_t len = std::min(options_.batch_size, data_.size() - start);
-    if (!options_.shuffle) {
+    const int64_t n = order_.defined() ? order_.numel() : data_.size();
+    const int64_t len = std::min(options_.batch_size, n - start);
+    if (!order_.defined()) {
       return {data_.inputs.narrow(0, start, len), data_.targets.narrow(0, start, len)};
     }
     const auto idx = order_.narrow(0, start, len);
@@ -115,7 +130,8 @@ class TensorBatches {
   Options options_;
   int64_t epoch_ = 0;
   int64_t start_ = 0;
-  at::Tensor order_;
+  at::Tensor order_;  ///< the epoch's order (undefined: 0..n-1, read as slices)
+  Shard shard_;
 };
 
 }  // namespace trainkit::data

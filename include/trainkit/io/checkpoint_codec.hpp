@@ -4,9 +4,12 @@
 // JSON, CRC, atomic files) registers itself when any source file of the
 // program includes it, so the many files that only instantiate a Trainer do
 // not each compile a JSON parser (docs/decisions.md, "checkpoint codec").
+#include <cstdint>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "trainkit/detail/linkage.hpp"
 #include "trainkit/error.hpp"
@@ -31,10 +34,19 @@ inline CheckpointCodec& registered_codec() {
 }
 }  // namespace detail
 
-/// `path` itself, or for a folder its latest checkpoint (checkpoint_folder::latest).
-inline std::filesystem::path resolve_checkpoint(const std::filesystem::path& path) {
-  return std::filesystem::is_directory(path) ? checkpoint_folder::latest(path) : path;
-}
+/// A checkpoint and the file it was read from.
+struct FoundCheckpoint {
+  std::filesystem::path file;
+  Checkpoint checkpoint;
+};
+
+/// The checkpoint `path` names, read with `read`: the file itself, or in a
+/// folder the newest by step of checkpoint_folder::newest_candidates (ties:
+/// last.ckpt's). A missing path or a folder without a checkpoint is
+/// nullopt when `if_present`, else an Error.
+TRAINKIT_INLINE std::optional<FoundCheckpoint> read_newest_checkpoint(
+    const std::filesystem::path& path, Checkpoint (*read)(const std::filesystem::path&),
+    bool if_present);
 
 /// The registered codec (two pointers, returned by value); `option` and
 /// `value` name what asked for it.
@@ -42,6 +54,34 @@ TRAINKIT_INLINE detail::CheckpointCodec checkpoint_codec(const char* option,
                                                          const std::string& value);
 
 #if TRAINKIT_DEFINITIONS
+TRAINKIT_INLINE std::optional<FoundCheckpoint> read_newest_checkpoint(
+    const std::filesystem::path& path, Checkpoint (*read)(const std::filesystem::path&),
+    bool if_present) {
+  const bool folder = std::filesystem::is_directory(path);
+  const auto files = folder ? checkpoint_folder::newest_candidates(path)
+                            : std::vector<std::filesystem::path>{path};
+  if (files.empty() || (!folder && !std::filesystem::exists(path))) {
+    if (if_present) return std::nullopt;  // the first run of a command that also restarts
+    if (folder) {                         // a missing file is the codec's error, which names it
+      throw Error("trainkit: no checkpoint to resume from in " + path.string() +
+                  " (no last.ckpt, step-*.ckpt or other *.ckpt); fit.resume_if_present = true "
+                  "starts fresh when there is none yet");
+    }
+  }
+  std::optional<FoundCheckpoint> newest;
+  int64_t newest_step = -1;
+  for (const auto& file : files) {
+    auto ckpt = read(file);
+    const auto trainer = ckpt.parts.find("trainer");
+    const int64_t step = trainer == ckpt.parts.end() ? -1 : trainer->second.value<int64_t>("step");
+    if (!newest || step > newest_step) {
+      newest = FoundCheckpoint{file, std::move(ckpt)};
+      newest_step = step;
+    }
+  }
+  return newest;
+}
+
 TRAINKIT_INLINE detail::CheckpointCodec checkpoint_codec(const char* option,
                                                          const std::string& value) {
   const auto codec = detail::registered_codec();

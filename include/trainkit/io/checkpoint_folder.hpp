@@ -2,7 +2,8 @@
 // The layout of a checkpoint folder, in one place: step checkpoints named
 // step-<9-digit step>.ckpt (so names sort by step), last.ckpt a symlink to
 // the newest, best.ckpt for a monitored metric. callbacks::ModelCheckpoint
-// writes it; fit's `resume_from` reads it.
+// writes it; fit's `resume_from` reads its newest checkpoint by step, which
+// may be another file in it (checkpoint_on_signal's).
 #include <unistd.h>
 
 #include <algorithm>
@@ -36,9 +37,11 @@ TRAINKIT_INLINE std::vector<std::filesystem::path> step_files(const std::filesys
 /// link renamed over the old one.
 TRAINKIT_INLINE void link_last(const std::filesystem::path& dir, const std::string& file_name);
 
-/// The folder's latest checkpoint: last.ckpt when present, else the
-/// greatest step-*.ckpt.
-TRAINKIT_INLINE std::filesystem::path latest(const std::filesystem::path& dir);
+/// The checkpoints that may be the folder's newest, to be read for their
+/// steps: last.ckpt's target (else the greatest step-*.ckpt) and every other
+/// *.ckpt but best.ckpt (the signal's interrupted.ckpt, say), each once.
+TRAINKIT_INLINE std::vector<std::filesystem::path> newest_candidates(
+    const std::filesystem::path& dir);
 
 #if TRAINKIT_DEFINITIONS
 TRAINKIT_INLINE std::vector<std::filesystem::path> step_files(const std::filesystem::path& dir) {
@@ -60,12 +63,30 @@ TRAINKIT_INLINE void link_last(const std::filesystem::path& dir, const std::stri
   std::filesystem::rename(tmp, last_link(dir));
 }
 
-TRAINKIT_INLINE std::filesystem::path latest(const std::filesystem::path& dir) {
-  if (std::filesystem::exists(last_link(dir))) return last_link(dir);
-  const auto steps = step_files(dir);
-  if (steps.empty())
-    throw Error("trainkit: no checkpoint (last.ckpt or step-*.ckpt) in " + dir.string());
-  return steps.back();
+TRAINKIT_INLINE std::vector<std::filesystem::path> newest_candidates(
+    const std::filesystem::path& dir) {
+  namespace fs = std::filesystem;
+  std::vector<fs::path> out;
+  const auto add = [&](const fs::path& file) {
+    const auto real = fs::weakly_canonical(file);
+    if (std::find(out.begin(), out.end(), real) == out.end()) out.push_back(real);
+  };
+  if (fs::exists(last_link(dir))) {
+    add(last_link(dir));
+  } else if (const auto steps = step_files(dir); !steps.empty()) {
+    add(steps.back());
+  }
+  if (!fs::is_directory(dir)) return out;
+  std::vector<fs::path> others;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const auto name = e.path().filename().string();
+    if (e.is_regular_file() && e.path().extension() == ".ckpt" && name.rfind("step-", 0) != 0 &&
+        e.path() != best_file(dir) && e.path() != last_link(dir))
+      others.push_back(e.path());
+  }
+  std::sort(others.begin(), others.end());
+  for (const auto& file : others) add(file);
+  return out;
 }
 #endif  // TRAINKIT_DEFINITIONS
 

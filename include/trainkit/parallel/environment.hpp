@@ -1,9 +1,9 @@
 #pragma once
 // Where this process sits in a multi-process run, read from the variables
-// that torchrun sets (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT)
-// or, failing those, from Slurm (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID,
-// the master being the first host of SLURM_STEP_NODELIST/SLURM_NODELIST).
-// Explicit values win over both.
+// that torchrun sets (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT,
+// and whether its agent serves the store: TORCHELASTIC_USE_AGENT_STORE) or, failing those, from
+// Slurm (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, the master being the first host of
+// SLURM_STEP_NODELIST/SLURM_NODELIST). Explicit values win over both.
 #include <cstdint>
 #include <cstdlib>
 #include <optional>
@@ -27,6 +27,12 @@ struct Environment {
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
   std::string source = "defaults";  ///< "torchrun", "slurm", "explicit" or "defaults"
+  /// torchrun's agent serves the rendezvous store on MASTER_PORT
+  /// (TORCHELASTIC_USE_AGENT_STORE=True): every rank joins it as a client.
+  bool agent_store = false;
+  /// torchrun's restarts of the group so far (TORCHELASTIC_RESTART_COUNT):
+  /// each attempt rendezvous under its own prefix of the agent's store.
+  int restart_count = 0;
 
   /// Reads the environment, then applies what `given` sets.
   static Environment detect(const Rendezvous& given = {});
@@ -76,6 +82,9 @@ inline Environment Environment::detect(const Rendezvous& given) {
     e.rank = env_int("RANK", *rank);
     e.world_size = env_int("WORLD_SIZE", env("WORLD_SIZE").value_or("1"));
     e.local_rank = env_int("LOCAL_RANK", env("LOCAL_RANK").value_or(std::to_string(e.rank)));
+    e.agent_store = env("TORCHELASTIC_USE_AGENT_STORE").value_or("") == "True";
+    e.restart_count =
+        env_int("TORCHELASTIC_RESTART_COUNT", env("TORCHELASTIC_RESTART_COUNT").value_or("0"));
   } else if (const auto procid = env("SLURM_PROCID")) {
     e.source = "slurm";
     e.rank = env_int("SLURM_PROCID", *procid);
@@ -97,6 +106,11 @@ inline Environment Environment::detect(const Rendezvous& given) {
   take(e.local_rank, given.local_rank);
   take(e.master_addr, given.master_addr);
   take(e.master_port, given.master_port);
+  // the agent serves on torchrun's own address and port only
+  if (given.master_addr || given.master_port) {
+    e.agent_store = e.agent_store && env("MASTER_ADDR") == e.master_addr &&
+                    env("MASTER_PORT") == std::to_string(e.master_port);
+  }
   using trainkit::detail::require_option;
   require_option(e.world_size >= 1, "world_size", e.world_size, "a number >= 1 (WORLD_SIZE)");
   require_option(e.rank >= 0 && e.rank < e.world_size, "rank", e.rank,

@@ -1,12 +1,13 @@
 #pragma once
 // parallel::ProcessGroup: a c10d process group (Gloo on CPUs, NCCL on GPUs)
-// joined through a c10d::TCPStore that rank 0 serves. Every collective is
+// joined through a c10d::TCPStore that rank 0 serves (or torchrun's agent). Every collective is
 // waited with the configured timeout, and a failure becomes a trainkit::Error
 // that names the collective and this rank: a dead or hung peer ends the run
 // with a message, never an endless hang.
 #include <torch/types.h>
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
@@ -59,13 +60,19 @@ class ProcessGroup {
     try {
       c10d::TCPStoreOptions store_options;
       store_options.port = static_cast<std::uint16_t>(env.master_port);
-      store_options.isServer = env.rank == 0;
+      // Under torchrun's agent store every rank is a client, and each
+      // restart of the group uses its own prefix, as torch.distributed does.
+      store_options.isServer = env.rank == 0 && !env.agent_store;
       store_options.numWorkers = static_cast<std::size_t>(env.world_size);
       store_options.waitWorkers = true;
       store_options.timeout = timeout;
       store_ = trainkit::detail::make_tcp_store(store_options, [&](const auto& o) {
         return c10::make_intrusive<c10d::TCPStore>(env.master_addr, o);
       });
+      if (env.agent_store) {
+        store_ = c10::make_intrusive<c10d::PrefixStore>(
+            "/worker/attempt_" + std::to_string(env.restart_count), store_);
+      }
     } catch (const std::exception& e) {
       // Say how long it really waited: a refusal at once is not a timeout.
       throw Error(where() + "cannot join the rendezvous at " + env.master_addr + ":" +
@@ -202,6 +209,12 @@ class ProcessGroup {
     } catch (const std::exception& e) {
       throw Error(where() + "cannot connect the gloo process group: " + e.what());
     }
+#elif __has_include(<gloo/algorithm.h>) && \
+    __has_include(<torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>)
+    trainkit::detail::throw_option_error(
+        "parallel.backend", backend_,
+        "\"nccl\" (this program was compiled without -DUSE_C10D_GLOO, which LibTorch's CMake "
+        "target adds: add it to a compiler line that does not use CMake)");
 #else
     trainkit::detail::throw_option_error("parallel.backend", backend_,
                                          "\"nccl\" (this LibTorch has no Gloo headers)");

@@ -63,20 +63,22 @@ struct TrainerCheckpoint {
     };
   }
 
-  /// Restores everything from `from` (a file, or a folder's latest
+  /// Restores everything from `from` (a file, or a folder's newest
   /// checkpoint), or nothing: on any error the trainer is put back as it was
-  /// and the error names the file.
+  /// and the error names the file. With `if_present` and no checkpoint
+  /// there yet, nothing is restored (a fresh start).
   template <class Hooks>
-  static void resume(T& t, const std::filesystem::path& from, TrainState& state, Hooks& hooks) {
+  static void resume(T& t, const std::filesystem::path& from, bool if_present, TrainState& state,
+                     Hooks& hooks) {
     const auto codec = io::checkpoint_codec("fit.resume_from", from.string());
-    const auto file = io::resolve_checkpoint(from);
-    const auto ckpt = codec.read(file);
+    const auto found = io::read_newest_checkpoint(from, codec.read, if_present);
+    if (!found) return;
     try {
-      check_trainer_signature(ckpt, T::signature(), T::legacy_signature());
-      parts(t, state, hooks).load(ckpt);
+      check_trainer_signature(found->checkpoint, T::signature(), T::legacy_signature());
+      parts(t, state, hooks).load(found->checkpoint);
       state.resumed = true;
     } catch (const std::exception& e) {
-      throw_resume_error(file.string(), e);
+      throw_resume_error(found->file.string(), e);
     }
   }
 
