@@ -73,6 +73,8 @@ in_root() {
     mount -t proc proc "$root/proc"
     mount -t tmpfs tmpfs "$root/tmp"
     cp /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null || true
+    # the host name resolves inside as outside (torchrun hands it to its ranks)
+    mount --bind -o ro /etc/hosts "$root/etc/hosts"
     if [ -d "$cuda/include" ]; then mount --bind -o ro "$cuda" "$root/usr/local/cuda"; fi
     exec chroot "$root" /usr/bin/env -i HOME=/root PATH=/usr/local/bin:/usr/bin:/bin \
       LANG=C.UTF-8 CI="${CI:-}" TERM=dumb bash -c "cd /src && $*"

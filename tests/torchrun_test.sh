@@ -27,7 +27,30 @@ if [[ " ${flags[*]} " != *" --standalone "* ]]; then
   port=$("$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
   flags+=(--master_port "$port")
 fi
+# Debian 13's PyTorch 2.6 is built without libuv, yet its launcher's stores
+# ask for it (TCPStore's use_libuv defaults to true): torchrun as Debian
+# ships it starts nothing ("use_libuv was requested but PyTorch was build
+# without libuv support"). There it runs with use_libuv=False as the stores'
+# default; the agent, rendezvous and restarts are torchrun's own.
+launcher=(-m torch.distributed.run)
+if ! "$py" -c 'from torch.distributed import TCPStore; TCPStore("127.0.0.1", 0, 1, True)' 2>/dev/null; then
+  echo "torchrun_test: this PyTorch has no libuv: its stores default to use_libuv=False"
+  export USE_LIBUV=0
+  launcher=(-c '
+import runpy, sys
+import torch.distributed as dist
+from torch.distributed.elastic.rendezvous import c10d_rendezvous_backend, static_tcp_rendezvous
+
+class TCPStore(dist.TCPStore):
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("use_libuv", False)
+        super().__init__(*args, **kwargs)
+
+dist.TCPStore = c10d_rendezvous_backend.TCPStore = static_tcp_rendezvous.TCPStore = TCPStore
+sys.argv[0] = "torchrun"
+runpy.run_module("torch.distributed.run", run_name="__main__")')
+fi
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
-OMP_NUM_THREADS=1 "$py" -m torch.distributed.run --nproc_per_node 2 --no_python --redirects 1 \
-  --tee 1 --log_dir "$logs" "${flags[@]}" "$@"
+OMP_NUM_THREADS=1 "$py" "${launcher[@]}" --nproc_per_node 2 --no_python --redirects 1 --tee 1 \
+  --log_dir "$logs" "${flags[@]}" "$@"
