@@ -195,6 +195,23 @@ std::string error_of(const std::function<void()>& f) {
   return "no trainkit::Error";
 }
 
+/// `count` batches of TinyLm's tokens and labels, from the global generator.
+std::vector<data::Batch> token_batches(int count) {
+  std::vector<data::Batch> out;
+  for (int i = 0; i < count; ++i)
+    out.push_back({at::randint(0, 10, {4, 5}), at::randint(0, 3, {4})});
+  return out;
+}
+
+/// A group option the schedule does not have is refused, naming it.
+void check_schedule_refuses(const GroupOptions& group, const std::string& expected) {
+  using W = Trainer<optim::SGD, sched::WarmupCosine>;
+  const auto msg = error_of([&] {
+    W w(TinyLm(), W::Options{.param_groups = {{"x", params::below_2d(), group}}});
+  });
+  CHECK_MESSAGE(msg.find(expected) != std::string::npos, msg);
+}
+
 }  // namespace
 
 TEST_CASE("parameter groups match torch.optim with two and three param_groups") {
@@ -317,12 +334,7 @@ TEST_CASE("parameter groups that cannot work are refused, naming the group and t
 TEST_CASE("each parameter group follows the schedule from its own base learning rate") {
   at::set_num_threads(1);
   torch::manual_seed(3);
-  const auto data = [] {
-    std::vector<data::Batch> out;
-    for (int i = 0; i < 12; ++i)
-      out.push_back({at::randint(0, 10, {4, 5}), at::randint(0, 3, {4})});
-    return out;
-  }();
+  const auto data = token_batches(12);
   const auto follow = [&]<class S>(std::type_identity<S>, const typename S::Options& so) {
     using T = Trainer<optim::AdamW, S>;
     T trainer(TinyLm(), typename T::Options{
@@ -389,21 +401,16 @@ TEST_CASE("each parameter group follows the schedule from its own base learning 
     CHECK_MESSAGE(msg.find("option `sched.max_lr` = 0.02 is invalid; accepted: 0 (each group peaks "
                            "at its own lr), or a max_lr for param_groups[0]") != std::string::npos,
                   msg);
-    using W = Trainer<optim::AdamW, sched::WarmupCosine>;
-    const auto no_peak = error_of([] {
-      W w(TinyLm(), W::Options{.param_groups = {{"x", params::below_2d(), {.max_lr = 0.1}}}});
-    });
-    CHECK_MESSAGE(no_peak.find("option `param_groups[0].max_lr` = 0.1 is invalid; accepted: unset: "
-                               "this schedule has no max_lr") != std::string::npos,
-                  no_peak);
+    check_schedule_refuses({.max_lr = 0.1},
+                           "option `param_groups[0].max_lr` = 0.1 is invalid; "
+                           "accepted: unset: this schedule has no max_lr");
   }
 }
 
 TEST_CASE("ReduceLROnPlateau reduces every group, each to its own min_lr") {
   at::set_num_threads(1);
   torch::manual_seed(3);
-  std::vector<data::Batch> data;
-  for (int i = 0; i < 4; ++i) data.push_back({at::randint(0, 10, {4, 5}), at::randint(0, 3, {4})});
+  const auto data = token_batches(4);
   using T = Trainer<optim::SGD, sched::ReduceLROnPlateau>;
   using Plateau = sched::ReduceLROnPlateau;
   // never better after the first epoch (an absolute threshold no loss beats):
@@ -419,20 +426,15 @@ TEST_CASE("ReduceLROnPlateau reduces every group, each to its own min_lr") {
   trainer.fit(task::Classification{}, data, {.epochs = 6});
   CHECK(trainer.optimizer().lr(0) == 0.2 * std::pow(0.5, 5));
   CHECK(trainer.optimizer().lr(1) == 0.05);
-  using W = Trainer<optim::SGD, sched::WarmupCosine>;
-  const auto msg = error_of([] {
-    W w(TinyLm(), W::Options{.param_groups = {{"floor", params::below_2d(), {.min_lr = 0.1}}}});
-  });
-  CHECK_MESSAGE(msg.find("option `param_groups[0].min_lr` = 0.1 is invalid; accepted: unset: "
-                         "this schedule has no min_lr") != std::string::npos,
-                msg);
+  check_schedule_refuses({.min_lr = 0.1},
+                         "option `param_groups[0].min_lr` = 0.1 is invalid; "
+                         "accepted: unset: this schedule has no min_lr");
 }
 
 TEST_CASE("callbacks::Freeze: a frozen group keeps its values and state, then trains") {
   at::set_num_threads(1);
   torch::manual_seed(3);
-  std::vector<data::Batch> data;
-  for (int i = 0; i < 6; ++i) data.push_back({at::randint(0, 10, {4, 5}), at::randint(0, 3, {4})});
+  const auto data = token_batches(6);
   const std::vector<ParamGroup> groups{{"embedding", params::name_matches("^emb\\."), {}}};
   using T = Trainer<optim::AdamW>;
   torch::manual_seed(5);

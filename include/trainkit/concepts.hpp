@@ -23,6 +23,7 @@
 #include "trainkit/data/batch.hpp"
 #include "trainkit/data/batch_traits.hpp"  // the customization point BatchTraits
 #include "trainkit/data/concepts.hpp"      // datasets and samplers of data::Loader
+#include "trainkit/data/shard.hpp"         // HasSetShard
 #include "trainkit/params.hpp"
 #include "trainkit/sched/context.hpp"
 #include "trainkit/state.hpp"
@@ -438,10 +439,6 @@ concept HasSize = requires(D& d) {
 template <class D>
 concept HasSetEpoch = requires(D& d, int64_t epoch) {
   d.set_epoch(epoch);
-};
-template <class D>
-concept HasSetShard = requires(D& d, int64_t rank, int64_t world_size) {
-  d.set_shard(rank, world_size);
 };
 template <class D>
 concept HasSetStart = requires(D& d, int64_t batch) {

@@ -109,13 +109,8 @@ class Trainer {
     state.epochs = options.epochs;
     state.log_every = options.log_every;
     state.main_process_ = parallel_.is_main();
-    if constexpr (HasSetShard<Data>) {  // each rank its share, unless the data is already
-      if (!options.data_is_per_rank) train_data.set_shard(parallel_.rank(), parallel_.world_size());
-    } else if (parallel_.world_size() > 1 && !options.data_is_per_rank) {
-      data::detail::refuse_unsharded(
-          std::string("the training data (") + c10::demangle_type<Data>() + ")",
-          parallel_.world_size());
-    }
+    data::take_shard(train_data, parallel_.rank(), parallel_.world_size(),
+                     options.data_is_per_rank);
     if constexpr (HasSize<Data>) {
       state.batches_per_epoch = static_cast<int64_t>(train_data.size());
       state.steps_per_epoch = (state.batches_per_epoch + n - 1) / n;
@@ -203,18 +198,16 @@ class Trainer {
             if (state.stop_requested() || state.step == options.max_steps) break;
           }
         }
-        if (result.interrupted) {  // the checkpoint resumes inside this epoch
-          if (const auto loss = coordinator().global_mean(epoch_loss_.sum(), epoch_loss_.count()))
-            result.metrics["train_loss"] = *loss;  // of the epoch so far
-          break;
+        if (!result.interrupted) {  // else the checkpoint resumes inside this epoch
+          for (const auto& batch : window) micro_batch(task, batch, ++k == n, n, state);
+          if (k > 0) {
+            boundary(k, n, state, hooks);
+            report_step(state, hooks, options, result);
+          }
         }
-        for (const auto& batch : window) micro_batch(task, batch, ++k == n, n, state);
-        if (k > 0) {
-          boundary(k, n, state, hooks);
-          report_step(state, hooks, options, result);
-        }
-        if (const auto loss = coordinator().global_mean(epoch_loss_.sum(), epoch_loss_.count()))
-          state.metrics["train_loss"] = *loss;
+        if (const auto loss = coordinator().mean_loss(epoch_loss_))
+          state.metrics["train_loss"] = *loss;  // of the epoch so far, when interrupted
+        if (result.interrupted) break;
         if (options.val_data) {
           hooks.template dispatch<OnValidationBegin>(state);
           for (const auto& [name, value] : evaluate<BatchT>(task, options.val_data)) {
@@ -238,7 +231,8 @@ class Trainer {
     result.steps = state.step;
     result.stopped = state.stop_requested();
     result.stop_reason = result.stopped ? state.stop_reason() : "";
-    if (!result.interrupted) result.metrics = state.metrics;
+    if (result.interrupted) state.metrics.merge(result.metrics);  // the last epoch's others
+    result.metrics = state.metrics;
     return result;
   }
 

@@ -423,24 +423,34 @@ void shards() {
   check(r.steps == 6, "with data_is_per_rank the same batches train on every rank");
 }
 
+// The runs under torchrun: SGD on 96 samples, compared with one process at
+// batch 16; the rendezvous where torchrun puts it (no port of the test's own).
+const tk::optim::SGD::Options kLaunchedSgd{.lr = 0.05, .momentum = 0.9};
+Mlp launched_reference(int64_t epochs) {
+  auto single = make_model();
+  T<tk::optim::SGD, tk::accumulate::None, tk::parallel::Single> ref(single,
+                                                                    {.optim = kLaunchedSgd});
+  auto data = make_loader(96, 16);
+  ref.fit(tk::task::Regression{}, data, {.epochs = epochs});
+  return single;
+}
+tk::parallel::DDP::Options launched_ddp() {
+  tk::parallel::DDP::Options o;
+  o.device = torch::Device(torch::kCPU);
+  return o;
+}
+
 // Started by PyTorch's own launcher (tests/torchrun_test.sh), with the
 // rendezvous where torchrun puts it: no port of the test's own. DDP equals
 // one process, as in parity().
 void torchrun() {
   const auto env = tk::parallel::Environment::detect();
-  const tk::optim::SGD::Options sgd{.lr = 0.05, .momentum = 0.9};
-  const tk::FitOptions fit{.epochs = 2};
-  auto single = make_model();
-  T<tk::optim::SGD, tk::accumulate::None, tk::parallel::Single> ref(single, {.optim = sgd});
-  auto ref_data = make_loader(96, 16);
-  ref.fit(tk::task::Regression{}, ref_data, fit);
+  auto single = launched_reference(2);
   auto model = make_model();
-  tk::parallel::DDP::Options o;
-  o.device = torch::Device(torch::kCPU);
-  T<tk::optim::SGD, tk::accumulate::None, tk::parallel::DDP> ddp(model,
-                                                                 {.optim = sgd, .parallel = o});
+  T<tk::optim::SGD, tk::accumulate::None, tk::parallel::DDP> ddp(
+      model, {.optim = kLaunchedSgd, .parallel = launched_ddp()});
   auto data = make_loader(96, 16 / world_env());
-  ddp.fit(tk::task::Regression{}, data, fit);
+  ddp.fit(tk::task::Regression{}, data, {.epochs = 2});
   const double err = max_rel_diff(*model, *single);
   std::printf("rank %d: under torchrun (agent store: %s): DDP vs one process: max rel diff %.3g\n",
               rank_env(), env.agent_store ? "yes" : "no", err);
@@ -453,11 +463,7 @@ void torchrun() {
 // end as one unbroken process does.
 void elastic(const std::filesystem::path& dir) {
   const auto env = tk::parallel::Environment::detect();
-  const tk::optim::SGD::Options sgd{.lr = 0.05, .momentum = 0.9};
-  auto single = make_model();
-  T<tk::optim::SGD, tk::accumulate::None, tk::parallel::Single> ref(single, {.optim = sgd});
-  auto ref_data = make_loader(96, 16);
-  ref.fit(tk::task::Regression{}, ref_data, {.epochs = 3});
+  auto single = launched_reference(3);
 
   struct KillOnce {
     int attempt;
@@ -466,11 +472,10 @@ void elastic(const std::filesystem::path& dir) {
     }
   };
   auto model = make_model();
-  tk::parallel::DDP::Options o;
-  o.device = torch::Device(torch::kCPU);
+  auto o = launched_ddp();
   o.timeout = 20s;
-  T<tk::optim::SGD, tk::accumulate::None, tk::parallel::DDP> ddp(model,
-                                                                 {.optim = sgd, .parallel = o});
+  T<tk::optim::SGD, tk::accumulate::None, tk::parallel::DDP> ddp(
+      model, {.optim = kLaunchedSgd, .parallel = o});
   auto data = make_loader(96, 16 / world_env());
   const auto r = ddp.fit(
       tk::task::Regression{}, data, {.epochs = 3, .resume_from = dir, .resume_if_present = true},

@@ -5,8 +5,8 @@
 // require grad (backward computes nothing for them) and the optimizer skips
 // them, state included. The group is named as in TrainerOptions::param_groups.
 // Under parallel::DDP, frozen parameters get no gradient: set
-// parallel.find_unused_parameters. Under capture, freeze before the step is
-// recorded: a change after it is refused.
+// parallel.find_unused_parameters. Under capture, a change drops the
+// recorded step, which is recorded again after the warm-up steps.
 #include <cstdint>
 #include <string>
 

@@ -21,7 +21,8 @@
 
 namespace trainkit::data {
 
-class CurriculumSampler {
+/// Under several ranks it shards itself (data::Sharded).
+class CurriculumSampler : public Sharded {
  public:
   struct Options {
     std::vector<double> difficulty{};  ///< one score per sample; lower is easier
@@ -54,25 +55,21 @@ class CurriculumSampler {
     return std::min(1.0, c);
   }
 
-  /// Takes `rank`'s share of each epoch among `world_size` ranks
-  /// (data/shard.hpp); the Trainer sets it through the loader.
-  void set_shard(int64_t rank, int64_t world_size) { shard_.set(rank, world_size); }
   /// The samples of `epoch`: the easiest ceil(c(epoch) n), shuffled by (seed, epoch).
   at::Tensor indices(int64_t epoch) const {
     const int64_t n = order_.numel();
     const auto count =
         std::clamp<int64_t>(int64_t(std::ceil(competence(epoch) * double(n) - 1e-9)), 1, n);
     const auto easiest = order_.slice(0, 0, count);
-    if (!options_.shuffle) return shard_.of(easiest.clone());
+    if (!options_.shuffle) return shard(easiest.clone());
     auto gen = generator(options_.seed + static_cast<uint64_t>(epoch));
-    return shard_.of(easiest.index_select(0, at::randperm(count, gen, at::kLong)));
+    return shard(easiest.index_select(0, at::randperm(count, gen, at::kLong)));
   }
 
   /// Every sample's index, easiest first.
   const at::Tensor& ranking() const { return order_; }
 
  private:
-  Shard shard_;
   Options options_;
   at::Tensor order_;
 };

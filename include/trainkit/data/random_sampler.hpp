@@ -9,7 +9,8 @@
 
 namespace trainkit::data {
 
-class RandomSampler {
+/// Under several ranks it shards itself (data::Sharded).
+class RandomSampler : public Sharded {
  public:
   struct Options {
     int64_t size = 0;
@@ -19,17 +20,13 @@ class RandomSampler {
     trainkit::detail::require_option(o.size >= 0, "sampler.size", o.size,
                                      "a number of samples >= 0");
   }
-  /// Takes `rank`'s share of each epoch among `world_size` ranks
-  /// (data/shard.hpp); the Trainer sets it through the loader.
-  void set_shard(int64_t rank, int64_t world_size) { shard_.set(rank, world_size); }
   at::Tensor indices(int64_t epoch) const {
     auto gen = generator(options_.seed + static_cast<uint64_t>(epoch));
-    return shard_.of(at::randperm(options_.size, gen, at::kLong));
+    return shard(at::randperm(options_.size, gen, at::kLong));
   }
 
  private:
   Options options_;
-  Shard shard_;
 };
 
 }  // namespace trainkit::data

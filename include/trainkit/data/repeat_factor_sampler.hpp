@@ -18,7 +18,8 @@
 
 namespace trainkit::data {
 
-class RepeatFactorSampler {
+/// Under several ranks it shards itself (data::Sharded).
+class RepeatFactorSampler : public Sharded {
  public:
   struct Options {
     std::vector<std::vector<int64_t>> categories{};  ///< the categories in each sample
@@ -48,20 +49,16 @@ class RepeatFactorSampler {
   /// r_i for every sample.
   const at::Tensor& repeat_factors() const { return factors_; }
 
-  /// Takes `rank`'s share of each epoch among `world_size` ranks
-  /// (data/shard.hpp); the Trainer sets it through the loader.
-  void set_shard(int64_t rank, int64_t world_size) { shard_.set(rank, world_size); }
   at::Tensor indices(int64_t epoch) const {
     auto gen = generator(seed_ + static_cast<uint64_t>(epoch));
     const auto whole = factors_.floor();
     const auto extra = at::rand(factors_.sizes(), gen, at::kDouble).lt(factors_ - whole);
     const auto repeats = (whole + extra.to(at::kDouble)).to(at::kLong);
     const auto expanded = at::repeat_interleave(repeats);  // sample i, repeats[i] times
-    return shard_.of(expanded.index_select(0, at::randperm(expanded.numel(), gen, at::kLong)));
+    return shard(expanded.index_select(0, at::randperm(expanded.numel(), gen, at::kLong)));
   }
 
  private:
-  Shard shard_;
   uint64_t seed_;
   at::Tensor factors_;
 };

@@ -7,18 +7,15 @@
 
 namespace trainkit::data {
 
-class SequentialSampler {
+/// Under several ranks it shards itself (data::Sharded).
+class SequentialSampler : public Sharded {
  public:
   explicit SequentialSampler(int64_t size) : size_(size) {
     trainkit::detail::require_option(size >= 0, "sampler.size", size, "a number of samples >= 0");
   }
-  /// Takes `rank`'s share of each epoch among `world_size` ranks
-  /// (data/shard.hpp); the Trainer sets it through the loader.
-  void set_shard(int64_t rank, int64_t world_size) { shard_.set(rank, world_size); }
-  at::Tensor indices(int64_t /*epoch*/) const { return shard_.of(at::arange(size_, at::kLong)); }
+  at::Tensor indices(int64_t /*epoch*/) const { return shard(at::arange(size_, at::kLong)); }
 
  private:
-  Shard shard_;
   int64_t size_;
 };
 

@@ -6,12 +6,22 @@
 // shares are disjoint before the padding, of equal length, and together the
 // order one process would draw, so weighted, repeat-factor and curriculum
 // draws keep their distributions across the ranks.
+#include <c10/util/Type.h>
 #include <torch/types.h>
 
 #include <cstdint>
 #include <string>
 
 #include "trainkit/error.hpp"
+
+namespace trainkit {
+/// Training data that takes this rank's share (concepts.hpp lists fit's
+/// optional members of training data).
+template <class D>
+concept HasSetShard = requires(D& d, int64_t rank, int64_t world_size) {
+  d.set_shard(rank, world_size);
+};
+}  // namespace trainkit
 
 namespace trainkit::data {
 
@@ -31,22 +41,27 @@ inline at::Tensor shard_of(const at::Tensor& order, int64_t rank, int64_t world_
   return all.narrow(0, rank, total - rank).slice(0, 0, total, w).contiguous();
 }
 
-/// A sampler's place among the ranks; set by the Trainer through the
-/// loader's set_shard.
-struct Shard {
-  int64_t rank = 0;
-  int64_t world_size = 1;
-
-  void set(int64_t r, int64_t w) {
+/// The base of what shards itself (the library's samplers, TensorBatches):
+/// `set_shard`, which the Trainer calls through the loader, and the share of
+/// an epoch's order for this rank.
+class Sharded {
+ public:
+  /// Takes `rank`'s share of each epoch among `world_size` ranks.
+  void set_shard(int64_t rank, int64_t world_size) {
     using trainkit::detail::require_option;
-    require_option(w >= 1, "sampler.world_size", w, "a number >= 1");
-    require_option(r >= 0 && r < w, "sampler.rank", r, "0 <= rank < world_size");
-    rank = r;
-    world_size = w;
+    require_option(world_size >= 1, "sampler.world_size", world_size, "a number >= 1");
+    require_option(rank >= 0 && rank < world_size, "sampler.rank", rank, "0 <= rank < world_size");
+    rank_ = rank;
+    world_size_ = world_size;
   }
-  at::Tensor of(const at::Tensor& order, bool drop_last = false) const {
-    return shard_of(order, rank, world_size, drop_last);
-  }
+
+ protected:
+  at::Tensor shard(const at::Tensor& order) const { return shard_of(order, rank_, world_size_); }
+  int64_t world_size() const { return world_size_; }
+
+ private:
+  int64_t rank_ = 0;
+  int64_t world_size_ = 1;
 };
 
 namespace detail {
@@ -61,5 +76,19 @@ namespace detail {
               "fit.data_is_per_rank = true");
 }
 }  // namespace detail
+
+/// The training data's share for this rank (fit calls it): `set_shard` where
+/// the data has it, unless `per_rank` says each rank already holds its own;
+/// data without it is refused under several ranks.
+template <class Data>
+void take_shard(Data& data, int64_t rank, int64_t world_size, bool per_rank) {
+  if (per_rank) return;
+  if constexpr (HasSetShard<Data>) {
+    data.set_shard(rank, world_size);
+  } else if (world_size > 1) {
+    detail::refuse_unsharded(std::string("the training data (") + c10::demangle_type<Data>() + ")",
+                             world_size);
+  }
+}
 
 }  // namespace trainkit::data

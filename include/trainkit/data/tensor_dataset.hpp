@@ -27,7 +27,7 @@ struct TensorDataset {
   Batch get(int64_t index) const { return {inputs[index], targets[index]}; }
 };
 
-class TensorBatches {
+class TensorBatches : public Sharded {
  public:
   struct Options {
     int64_t batch_size = 32;
@@ -50,20 +50,20 @@ class TensorBatches {
   /// Selects the epoch whose permutation the next iteration uses.
   void set_epoch(int64_t epoch) {
     epoch_ = epoch;
-    if (!options_.shuffle && shard_.world_size == 1) return;  // contiguous slices
+    if (!options_.shuffle && world_size() == 1) return;  // contiguous slices
     at::Tensor order = at::arange(data_.size(), at::kLong);
     if (options_.shuffle) {
       auto gen = at::make_generator<at::CPUGeneratorImpl>(options_.seed * 0x9E3779B97F4A7C15ULL +
                                                           static_cast<uint64_t>(epoch));
       order = at::randperm(data_.size(), gen, at::kLong);
     }
-    order_ = shard_.of(order).to(data_.inputs.device());
+    order_ = shard(order).to(data_.inputs.device());
   }
 
   /// Takes `rank`'s share of each epoch among `world_size` ranks
   /// (data/shard.hpp); the Trainer sets it. Rewinds to the first batch.
   void set_shard(int64_t rank, int64_t world_size) {
-    shard_.set(rank, world_size);
+    Sharded::set_shard(rank, world_size);
     order_ = at::Tensor();
     set_epoch(epoch_);
   }
@@ -131,7 +131,6 @@ class TensorBatches {
   int64_t epoch_ = 0;
   int64_t start_ = 0;
   at::Tensor order_;  ///< the epoch's order (undefined: 0..n-1, read as slices)
-  Shard shard_;
 };
 
 }  // namespace trainkit::data

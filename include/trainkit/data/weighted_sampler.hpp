@@ -10,7 +10,8 @@
 
 namespace trainkit::data {
 
-class WeightedSampler {
+/// Under several ranks it shards itself (data::Sharded).
+class WeightedSampler : public Sharded {
  public:
   struct Options {
     at::Tensor weights{};     ///< one non-negative weight per sample
@@ -34,16 +35,12 @@ class WeightedSampler {
         "sampler.num_samples", options_.num_samples,
         "at most the number of non-zero weights when drawing without replacement");
   }
-  /// Takes `rank`'s share of each epoch among `world_size` ranks
-  /// (data/shard.hpp); the Trainer sets it through the loader.
-  void set_shard(int64_t rank, int64_t world_size) { shard_.set(rank, world_size); }
   at::Tensor indices(int64_t epoch) const {
     auto gen = generator(options_.seed + static_cast<uint64_t>(epoch));
-    return shard_.of(at::multinomial(weights_, options_.num_samples, options_.replacement, gen));
+    return shard(at::multinomial(weights_, options_.num_samples, options_.replacement, gen));
   }
 
  private:
-  Shard shard_;
   Options options_;
   at::Tensor weights_;
 };

@@ -77,7 +77,7 @@ class CapturedSteps {
   template <class TaskT, class B, class Eager, class Account>
   void step(T& t, TaskT& task, const std::vector<B>& window, TrainState& state, Eager&& eager,
             Account&& account) {
-    if (graph_.recorded() && frozen_ != frozen_groups(t)) {
+    if (graph_.recorded() && frozen_changed(t)) {
       // A group was frozen or unfrozen (callbacks::Freeze): the recorded step
       // steps the old set. Warm up and record again; a newly trainable
       // group's optimizer state is made in the eager steps.
@@ -158,6 +158,13 @@ class CapturedSteps {
     std::vector<char> frozen;
     for (size_t g = 0; g < t.flat_.param_groups().size(); ++g) frozen.push_back(t.flat_.frozen(g));
     return frozen;
+  }
+  /// Whether the frozen groups differ from the recorded step's (every
+  /// replay asks: no allocation).
+  bool frozen_changed(const T& t) const {
+    for (size_t g = 0; g < frozen_.size(); ++g)
+      if (t.flat_.frozen(g) != (frozen_[g] != 0)) return true;
+    return false;
   }
 
   static std::string run_time_blocker(const T& t) {

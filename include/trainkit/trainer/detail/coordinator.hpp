@@ -17,6 +17,7 @@
 #include "trainkit/error.hpp"
 #include "trainkit/state.hpp"
 #include "trainkit/task.hpp"
+#include "trainkit/trainer/detail/loss_meter.hpp"
 
 namespace trainkit::detail {
 
@@ -51,9 +52,10 @@ class Coordinator {
   /// The largest signal number caught on any rank (0: none).
   int agree_on_signal(int caught) { return int(parallel_.max(caught, names().signals)); }
 
-  /// The mean over all ranks of `count` values summing to `sum`; none when empty.
-  std::optional<double> global_mean(double sum, int64_t count) {
-    const auto total = parallel_.sum({sum, double(count)}, "sum of the epoch's training loss");
+  /// The mean over all ranks of the losses `meter` holds; none when empty.
+  std::optional<double> mean_loss(const LossMeter& meter) {
+    const auto total =
+        parallel_.sum({meter.sum(), double(meter.count())}, "sum of the epoch's training loss");
     if (total[1] == 0) return std::nullopt;
     return total[0] / total[1];
   }
