@@ -186,14 +186,7 @@ struct TinyLmImpl : nn::Module {
 };
 TORCH_MODULE(TinyLm);
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no trainkit::Error";
-}
+using tk_test::error_of;
 
 /// `count` batches of TinyLm's tokens and labels, from the global generator.
 std::vector<data::Batch> token_batches(int count) {

@@ -7,12 +7,24 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "scratch.hpp"
+#include "trainkit/error.hpp"
 
 namespace tk_test {
+
+/// The message of the trainkit::Error that `f` throws, or "(no error)".
+inline std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const trainkit::Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
 
 inline nlohmann::json load_reference(const std::string& name) {
   std::ifstream in(std::string(TRAINKIT_REFERENCE_DIR) + "/" + name);

@@ -423,6 +423,51 @@ void shards() {
   check(r.steps == 6, "with data_is_per_rank the same batches train on every rank");
 }
 
+// A sharded sampler stopped mid-epoch and resumed: each rank then draws the
+// rest of its own share, and the run ends bitwise as an unbroken one.
+void shards_resume(const std::filesystem::path& dir) {
+  namespace d = tk::data;
+  const auto ds = id_data();
+  const auto loader = [&] {
+    return d::Loader(ds, d::RandomSampler({.size = kShardSamples, .seed = 4}),
+                     d::LoaderOptions{.batch_size = 4});
+  };
+  const int64_t per_epoch = (kShardSamples + world_env() - 1) / world_env() / 4;
+  const int64_t stop_at = per_epoch + per_epoch / 2;  // mid-way through epoch 1
+  struct StopAt {
+    int64_t step;
+    std::filesystem::path file;
+    void on_step_end(tk::TrainState& s) {
+      if (s.step != step) return;
+      s.save_checkpoint(file);
+      s.request_stop("interrupted");
+    }
+  };
+  using DdpSgd = T<tk::optim::SGD, tk::accumulate::None, tk::parallel::DDP>;
+  const tk::optim::SGD::Options sgd{.lr = 1e-2, .momentum = 0.9};
+  const auto run = [&](int port_offset, std::vector<int64_t>& ids, const tk::FitOptions& fit,
+                       auto... callbacks) {
+    auto model = make_model();
+    DdpSgd t(model, {.optim = sgd, .parallel = ddp_options(port_offset)});
+    auto data = loader();
+    t.fit(RecordIds{&ids}, data, fit, callbacks...);
+    return model;
+  };
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::vector<int64_t> unbroken_ids, first_ids, resumed_ids;
+  auto unbroken = run(8, unbroken_ids, {.epochs = 2});
+  run(9, first_ids, {.epochs = 2}, StopAt{stop_at, dir / "mid-epoch.ckpt"});
+  auto resumed = run(10, resumed_ids, {.epochs = 2, .resume_from = dir});
+  auto ids = first_ids;
+  ids.insert(ids.end(), resumed_ids.begin(), resumed_ids.end());
+  std::printf("rank %d: stopped at step %lld of %lld, resumed: %zu + %zu ids\n", rank_env(),
+              (long long)stop_at, (long long)(2 * per_epoch), first_ids.size(), resumed_ids.size());
+  check(ids == unbroken_ids, "the resumed rank draws the rest of its own share, in order");
+  check(max_rel_diff(*resumed, *unbroken) == 0.0,
+        "the resumed run ends bitwise as an unbroken one");
+}
+
 // The runs under torchrun: SGD on 96 samples, compared with one process at
 // batch 16; the rendezvous where torchrun puts it (no port of the test's own).
 const tk::optim::SGD::Options kLaunchedSgd{.lr = 0.05, .momentum = 0.9};
@@ -753,7 +798,7 @@ int main(int argc, char** argv) {
     else if (scenario == "torchrun")
       torchrun();
     else if (scenario == "shards")
-      shards();
+      shards(), shards_resume(dir);
     else if (scenario == "elastic")
       elastic(dir);
     else

@@ -11,6 +11,7 @@
 #include <trainkit/data/mnist.hpp>
 #include <trainkit/io/checkpoint.hpp>
 #include <trainkit/io/safetensors.hpp>
+#include <trainkit/io/torch_save.hpp>
 #ifdef TRAINKIT_FUZZ_STUDY
 #include "study_db.hpp"
 #endif
@@ -70,6 +71,12 @@ int main(int argc, char** argv) {
                                     {"e", torch::zeros({0}, at::kFloat)}};
   put(dir / "safetensors", 0, io::to_safetensors(tensors, {{"format", "pt"}}));
   put(dir / "safetensors", 1, io::to_safetensors({}, {}));
+  // torch.save: trainkit's writer, and files PyTorch 1.13 and 2.6 wrote.
+  put(dir / "torch_save", 0, io::to_torch_save(tensors));
+  int n = 1;
+  for (const auto* name : {"pretrained_torch113.pt", "views_torch26.pt", "wrapped_torch26.pt"})
+    put(dir / "torch_save", n++,
+        io::read_file(fs::path(TRAINKIT_REFERENCE_DIR) / "weights" / name));
 
   io::Checkpoint ckpt;
   ckpt.parts["trainer"].values = {{"step", int64_t{3}},

@@ -223,34 +223,12 @@ inline void save_safetensors(const std::filesystem::path& path, torch::nn::Modul
   save_safetensors(path, module_tensors(module), {{"format", "pt"}});
 }
 
-/// Loads weights into `module` in place: every name, shape and dtype must
-/// match (the first mismatch is the error), and nothing is changed unless
-/// everything does.
-inline void load_safetensors(const std::filesystem::path& path, torch::nn::Module& module) {
-  const auto file = load_safetensors(path);
-  std::map<std::string, at::Tensor> found(file.tensors.begin(), file.tensors.end());
-  const auto targets = module_tensors(module);
-  const auto where = "trainkit: " + path.string() + ": ";
-  for (const auto& [name, target] : targets) {
-    const auto it = found.find(name);
-    if (it == found.end())
-      throw Error(where + "has no tensor \"" + name + "\" that the model needs");
-    if (it->second.sizes() != target.sizes() || it->second.scalar_type() != target.scalar_type()) {
-      std::ostringstream msg;
-      msg << where << "tensor \"" << name << "\" is " << it->second.scalar_type()
-          << it->second.sizes() << ", the model's is " << target.scalar_type() << target.sizes();
-      throw Error(msg.str());
-    }
-  }
-  if (found.size() != targets.size()) {
-    for (const auto& [name, t] : file.tensors) {
-      const bool used = std::any_of(targets.begin(), targets.end(),
-                                    [&](const auto& nt) { return nt.first == name; });
-      if (!used) throw Error(where + "has tensor \"" + name + "\" that the model does not");
-    }
-  }
-  torch::NoGradGuard no_grad;
-  for (const auto& [name, target] : targets) target.copy_(found.at(name));
+/// Loads weights into `module` in place, strictly (nothing changes unless
+/// every name and shape matches); io/weights.hpp loads the other formats,
+/// non-strictly and renamed.
+inline LoadReport load_safetensors(const std::filesystem::path& path, torch::nn::Module& module,
+                                   const LoadOptions& options = {}) {
+  return load_weights(module, load_safetensors(path).tensors, options, path.string());
 }
 
 }  // namespace trainkit::io

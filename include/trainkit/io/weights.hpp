@@ -1,0 +1,69 @@
+#pragma once
+// Pretrained weights from any of the files a run meets, for fine-tuning:
+// safetensors (Hugging Face, trainkit's save_safetensors), a trainkit
+// checkpoint's model part (or a run folder's newest checkpoint), and a state
+// dict saved by Python's torch.save. The format is told from the file's
+// bytes, not its name.
+//
+//   auto report = io::load_weights(model, "pretrained.pt",
+//                                  {.rename = {{"backbone.", "encoder."}}, .strict = false});
+//   std::cout << report.summary() << "\n";  // the new head is missing: trained from its init
+#include <torch/nn/module.h>
+
+#include <filesystem>
+#include <string>
+
+#include "trainkit/error.hpp"
+#include "trainkit/io/checkpoint.hpp"
+#include "trainkit/io/named_tensors.hpp"
+#include "trainkit/io/safetensors.hpp"
+#include "trainkit/io/torch_save.hpp"
+
+namespace trainkit::io {
+
+/// The tensors of a weights file (see above), or of the newest checkpoint
+/// in a run folder; a checkpoint gives its model part, by the model's names.
+inline NamedTensors read_weights(const std::filesystem::path& path) {
+  const auto model_part = [](const Checkpoint& ckpt, const std::filesystem::path& file) {
+    const auto part = ckpt.parts.find("model");
+    if (part == ckpt.parts.end())
+      throw Error("trainkit: " + file.string() + ": a checkpoint without a model part");
+    return NamedTensors(part->second.tensors.begin(), part->second.tensors.end());
+  };
+  if (std::filesystem::is_directory(path)) {
+    const auto found = read_newest_checkpoint(path, &read_checkpoint, false);
+    return model_part(found->checkpoint, found->file);
+  }
+  if (!std::filesystem::exists(path)) throw Error("trainkit: no weights file " + path.string());
+  auto bytes = read_file(path);
+  // torch.save: a zip archive (PK), or the pickle of PyTorch before 1.6.
+  if (bytes.rfind("PK\x03\x04", 0) == 0 || bytes.rfind("\x80\x02", 0) == 0)
+    return from_torch_save(bytes, path.string());
+  auto st = from_safetensors(bytes, path.string());
+  if (st.metadata.count("trainkit.checkpoint"))
+    return model_part(from_checkpoint_bytes(std::move(bytes), path.string()), path);
+  return std::move(st.tensors);
+}
+
+/// Loads the weights `path` holds (read_weights) into `module`.
+inline LoadReport load_weights(torch::nn::Module& module, const std::filesystem::path& path,
+                               const LoadOptions& options = {}) {
+  return load_weights(module, read_weights(path), options, path.string());
+}
+
+/// Saves `module`'s parameters and buffers by name: `.safetensors` for
+/// Python's safetensors (and read_weights), `.pt` or `.pth` as a state dict
+/// for Python's `model.load_state_dict(torch.load(path))`.
+inline void save_weights(const std::filesystem::path& path, torch::nn::Module& module) {
+  const auto ext = path.extension().string();
+  if (ext == ".safetensors") {
+    save_safetensors(path, module);
+  } else if (ext == ".pt" || ext == ".pth") {
+    save_torch_save(path, module_tensors(module));
+  } else {
+    throw Error("trainkit: save_weights: path \"" + path.string() + "\" ends in \"" + ext +
+                "\"; accepted: .safetensors, .pt, .pth");
+  }
+}
+
+}  // namespace trainkit::io
