@@ -74,17 +74,24 @@ inline void flatten(const PyValue& v, const std::string& name, int depth, Flatte
 
 }  // namespace detail
 
+/// Whether `bytes` begin as a torch.save file does: a zip archive (PyTorch
+/// 1.6 and later), or the pickled magic number of the format before it
+/// (which from_torch_save refuses by name).
+inline bool looks_like_torch_save(std::string_view bytes) {
+  return bytes.substr(0, 4) == "PK\x03\x04" || bytes.substr(0, 4) == "\x80\x02\x8a\x0a";
+}
+
 /// The tensors of the object a torch.save file holds (a state dict, or a
 /// dict of them: see detail::flatten), read onto the CPU; tensors that were
 /// views of one storage stay views of one tensor. `file` names it in errors.
 inline NamedTensors from_torch_save(const std::string& bytes, const std::string& file) {
   const std::string context = "trainkit: " + file + ": not a readable torch.save file: ";
-  if (bytes.rfind("\x80\x02\x8a\x0a", 0) == 0) {
+  if (!looks_like_torch_save(bytes)) throw Error(context + "not a zip archive");
+  if (bytes.rfind("PK\x03\x04", 0) != 0) {
     throw Error(context +
                 "it is in the format before PyTorch 1.6 (_use_new_zipfile_serialization=False), "
                 "which is not read; save it again with a newer PyTorch's torch.save");
   }
-  if (bytes.rfind("PK\x03\x04", 0) != 0) throw Error(context + "not a zip archive");
   const detail::ZipReader zip(bytes, context);
   std::string prefix;
   for (const auto& [name, method] : zip.entries()) {

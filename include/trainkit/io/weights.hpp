@@ -36,10 +36,9 @@ inline NamedTensors read_weights(const std::filesystem::path& path) {
   }
   if (!std::filesystem::exists(path)) throw Error("trainkit: no weights file " + path.string());
   auto bytes = read_file(path);
-  // torch.save: a zip archive (PK), or the pickle of PyTorch before 1.6.
-  if (bytes.rfind("PK\x03\x04", 0) == 0 || bytes.rfind("\x80\x02", 0) == 0)
-    return from_torch_save(bytes, path.string());
+  if (looks_like_torch_save(bytes)) return from_torch_save(bytes, path.string());
   auto st = from_safetensors(bytes, path.string());
+  // A checkpoint is a safetensors file; read again as one, its CRC is checked.
   if (st.metadata.count("trainkit.checkpoint"))
     return model_part(from_checkpoint_bytes(std::move(bytes), path.string()), path);
   return std::move(st.tensors);
