@@ -71,7 +71,7 @@ phase() {  # phase NAME CMD...
 
 test_debian12() {
   phase "Debian 12 release: build + suite" \
-    eval 'build release && ctest --preset release -j "$(nproc)"'
+    eval 'build d12 && ctest --preset d12 -j "$(nproc)"'
   # the threaded data pipeline under ThreadSanitizer
   phase "Debian 12 TSan: data tests" eval 'build tsan && ctest --preset tsan -j "$(nproc)"'
 }
