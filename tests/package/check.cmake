@@ -2,6 +2,8 @@
 #   MODE      find_package | find_package_without_torch | add_subdirectory | fetchcontent
 #   SOURCE    the trainkit checkout;  BUILD  its configured build tree
 #   WORK      a scratch folder;       GENERATOR  the CMake generator to use
+# find_package and fetchcontent build and run README's quick start
+# (examples/quickstart/) in a fresh folder with README's own commands.
 cmake_minimum_required(VERSION 3.24)
 file(REMOVE_RECURSE "${WORK}")
 file(MAKE_DIRECTORY "${WORK}")
@@ -12,6 +14,46 @@ function(run)  # run(<command>...): fail the test with the output when it fails
     message(FATAL_ERROR "failed (${rc}): ${ARGN}\n${out}")
   endif()
   set(last_output "${out}" PARENT_SCOPE)
+endfunction()
+
+# README's quick start: its two files, shown in full in README, must be the
+# files of examples/quickstart/; its command line is README's one line that
+# starts with `cmake -S . -B build `.
+set(quickstart "${SOURCE}/examples/quickstart")
+file(READ "${SOURCE}/README.md" readme)
+foreach(shown main.cpp:cpp CMakeLists.txt:cmake)
+  string(REPLACE ":" ";" shown "${shown}")
+  list(GET shown 0 name)
+  list(GET shown 1 lang)
+  file(READ "${quickstart}/${name}" text)
+  string(FIND "${readme}" "```${lang}\n${text}```" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "README.md does not show examples/quickstart/${name} as it is")
+  endif()
+endforeach()
+string(REGEX MATCHALL "\ncmake -S \\. -B build [^\n]*" commands "${readme}")
+list(LENGTH commands n)
+if(NOT n EQUAL 1)
+  message(FATAL_ERROR "README.md must give one quick start command line "
+                      "`cmake -S . -B build ...`; it gives ${n}")
+endif()
+string(STRIP "${commands}" quickstart_command)
+
+# Builds and runs the quick start in the fresh folder WORK/name, with
+# `cmake_lists` as its CMakeLists.txt and `command` (README's, adapted).
+function(run_quickstart name cmake_lists command)
+  set(dir "${WORK}/${name}")
+  file(MAKE_DIRECTORY "${dir}")
+  file(COPY "${quickstart}/main.cpp" DESTINATION "${dir}")
+  file(WRITE "${dir}/CMakeLists.txt" "${cmake_lists}")
+  message(STATUS "quick start (${name}), in ${dir}: ${command}")
+  execute_process(COMMAND sh -c "${command}" WORKING_DIRECTORY "${dir}"
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0 OR NOT out MATCHES "val_accuracy 0\\.9[0-9]* after 20 epochs")
+    message(FATAL_ERROR "the quick start (${name}) failed (${rc}): ${command}\n${out}\n${err}")
+  endif()
+  string(REGEX MATCH "val_accuracy [^\n]*" result "${out}")
+  message(STATUS "quick start (${name}): ${result}")
 endfunction()
 
 set(consumer "${CMAKE_CURRENT_LIST_DIR}/consumer")
@@ -95,17 +137,34 @@ if(MODE MATCHES "^find_package")
 elseif(MODE STREQUAL "add_subdirectory")
   list(APPEND configure -DTRAINKIT_CONSUME=add_subdirectory "-DTRAINKIT_SOURCE=${SOURCE}")
 elseif(MODE STREQUAL "fetchcontent")
-  run(git -C "${SOURCE}" rev-parse HEAD)  # the checkout's last commit, cloned locally
-  string(STRIP "${last_output}" head)
-  list(APPEND configure -DTRAINKIT_CONSUME=fetchcontent "-DTRAINKIT_SOURCE=${SOURCE}"
-              "-DTRAINKIT_GIT_TAG=${head}")
-  # The clone is the last commit, not the working tree: search there only if
-  # that commit has the SQLite storage.
-  execute_process(COMMAND git -C "${SOURCE}" cat-file -e HEAD:include/trainkit/tune/sqlite.hpp
-                  RESULT_VARIABLE rc OUTPUT_QUIET ERROR_QUIET)
-  if(NOT rc EQUAL 0)
-    set(tune OFF)
+  # The quick start with README's FetchContent lines in place of its
+  # find_package line, fetching README's tag from a clone of this checkout
+  # (its commits and tags; where the tag is missing, the clone tags its HEAD).
+  if(NOT readme MATCHES "```cmake\n(include\\(FetchContent\\)\n[^`]*)```")
+    message(FATAL_ERROR "README.md shows no ```cmake block that starts with include(FetchContent)")
   endif()
+  set(fetch "${CMAKE_MATCH_1}")
+  if(NOT fetch MATCHES "GIT_REPOSITORY [^\n]* GIT_TAG ([^ )\n]+)")
+    message(FATAL_ERROR "README.md's FetchContent block names no GIT_REPOSITORY ... GIT_TAG:\n${fetch}")
+  endif()
+  set(tag "${CMAKE_MATCH_1}")
+  run(git clone --quiet "${SOURCE}" "${WORK}/repository")
+  execute_process(COMMAND git -C "${WORK}/repository" rev-parse --verify --quiet "refs/tags/${tag}"
+                  RESULT_VARIABLE rc OUTPUT_QUIET)
+  if(NOT rc EQUAL 0)
+    message(STATUS "this checkout has no tag ${tag}: the test's clone tags its HEAD")
+    run(git -C "${WORK}/repository" tag "${tag}")
+  endif()
+  string(REGEX REPLACE "GIT_REPOSITORY [^\n]* GIT_TAG" "GIT_REPOSITORY ${WORK}/repository GIT_TAG"
+         fetch "${fetch}")
+  file(READ "${quickstart}/CMakeLists.txt" lists)
+  string(REGEX REPLACE "\nfind_package\\(trainkit [^\n]*" "\n${fetch}" lists "${lists}")
+  if(NOT lists MATCHES "FetchContent_Declare")
+    message(FATAL_ERROR "examples/quickstart/CMakeLists.txt has no find_package(trainkit ...) line")
+  endif()
+  string(REGEX REPLACE " -DCMAKE_PREFIX_PATH=[^ ]*" "" command "${quickstart_command}")
+  run_quickstart(fetchcontent_${tag} "${lists}" "${command}")
+  return()
 else()
   message(FATAL_ERROR "unknown MODE ${MODE}")
 endif()
@@ -153,4 +212,14 @@ endif()
 if(tune)
   run("${WORK}/build/consumer_tune" "${WORK}/tune")
   message(STATUS "${last_output}")
+endif()
+if(MODE STREQUAL "find_package")
+  # README's command with its install prefix, /opt/trainkit, replaced by this one
+  string(REPLACE "-DCMAKE_PREFIX_PATH=/opt/trainkit" "-DCMAKE_PREFIX_PATH=${prefix}" command
+         "${quickstart_command}")
+  if(command STREQUAL quickstart_command)
+    message(FATAL_ERROR "README's quick start command names no -DCMAKE_PREFIX_PATH=/opt/trainkit")
+  endif()
+  file(READ "${quickstart}/CMakeLists.txt" lists)
+  run_quickstart(quickstart "${lists}" "${command}")
 endif()
