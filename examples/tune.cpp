@@ -1,7 +1,8 @@
 // Tunes the demo CNN on the glyphs: learning rate, weight decay, batch size
 // and OneCycle's pct_start, with TPE and ASHA pruning, in a study that lives
-// in an SQLite file. Several processes can share it:
-//   scripts/launch.sh -n 2 -- ./build/release/examples/tune --trials 30
+// in an SQLite file. Several processes can share it, each on its own GPU
+// where there are GPUs (cuda:LOCAL_RANK):
+//   scripts/launch.sh --independent -n 2 -- ./build/demo/examples/tune --trials 30
 // and it resumes after a crash with every finished trial kept. Writes the
 // trial table (CSV, JSON) and an HTML study report beside the database.
 #include <torch/torch.h>
@@ -38,14 +39,18 @@ double train_once(tune::Trial& trial, const Setup& s) {
   const auto batch_size = trial.suggest_categorical("batch_size", {32, 64, 128, 256});
   const double pct_start = trial.suggest_float("pct_start", 0.1, 0.5);
 
-  torch::manual_seed(static_cast<uint64_t>(trial.number()) + s.seed);
+  torch::manual_seed(static_cast<uint64_t>(trial.number) + s.seed);
   SmallCnn model;
+  // One GPU per worker: scripts/launch.sh --independent sets LOCAL_RANK.
+  if (torch::cuda::is_available())
+    model->to(
+        torch::Device(torch::kCUDA, c10::DeviceIndex(parallel::Environment::detect().local_rank)));
   Trainer<optim::AdamW, sched::OneCycle> trainer(model,
                                                  {.optim = {.lr = lr, .weight_decay = weight_decay},
                                                   .sched = {.max_lr = lr, .pct_start = pct_start}});
   data::TensorBatches train(s.train, {.batch_size = batch_size,
                                       .shuffle = true,
-                                      .seed = s.seed + static_cast<uint64_t>(trial.number())});
+                                      .seed = s.seed + static_cast<uint64_t>(trial.number)});
   data::TensorBatches val(s.val, {.batch_size = 500});
   callbacks::EarlyStopping best(
       {.monitor = "val_loss", .patience = s.max_epochs, .restore_best_weights = false});
@@ -55,6 +60,12 @@ double train_once(tune::Trial& trial, const Setup& s) {
   trial.set_user_attr("epochs", result.epochs);  // the compute this trial used
   trial.set_user_attr("val_accuracy", result.metrics.at("val_accuracy"));
   return best.best();
+}
+
+// Rank 0 under a launcher of ranks, LOCAL_RANK 0 of independent workers.
+bool is_worker_0() {
+  const auto env = parallel::Environment::detect();
+  return env.rank == 0 && env.local_rank == 0;
 }
 
 }  // namespace
@@ -116,9 +127,9 @@ int main(int argc, char** argv) {
                         std::move(sampler_policy), std::move(pruner_policy));
       const tune::OptimizeOptions o{.max_trials = trials, .retry_failed = 1};
       study.optimize([&](tune::Trial& t) { return train_once(t, s); }, o);
-      // Rank 0 reports on the whole study: other ranks may still be in
+      // Worker 0 reports on the whole study: the others may still be in
       // their last trials (one silent for stale_after_s has lost its worker).
-      const bool reporter = parallel::Environment::detect().rank == 0;
+      const bool reporter = is_worker_0();
       for (auto all = study.trials();; all = study.trials()) {
         const bool busy = std::any_of(all.begin(), all.end(), [&](const tune::FrozenTrial& t) {
           return t.state == tune::TrialState::Running &&
@@ -141,8 +152,8 @@ int main(int argc, char** argv) {
                      : sampler == "halton" ? with_pruner(tune::sampler::Halton({.seed = s.seed}))
                                            : with_pruner(tune::sampler::Random({.seed = s.seed}));
 
-    // Rank 0 of a launch (or a lone process) writes the tables and the report.
-    if (parallel::Environment::detect().rank != 0) return 0;
+    // Worker 0 (or a lone process) writes the tables and the report.
+    if (!is_worker_0()) return 0;
     const auto report_dir = (dir.empty() ? std::filesystem::path(".") : dir) / study_name;
     tune::StudyReport{report_dir}.write(study_name, tune::Direction::Minimize, all);
     int64_t epochs = 0, complete = 0, pruned = 0;

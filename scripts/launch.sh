@@ -1,34 +1,51 @@
 #!/usr/bin/env bash
-# Starts N local processes of a command with the environment torchrun gives
-# them (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,
-# MASTER_PORT), for parallel::DDP and parallel::ZeroSharded:
+# Starts N local processes of a command.
 #
-#   scripts/launch.sh -n 2 [--port P] [--grace S] -- ./build/release/examples/demo --ddp
+# Ranks of one job (the default), for parallel::DDP and parallel::ZeroSharded:
 #
-# When one process fails, the others get `--grace` seconds (default 10) to
-# report their own error (a collective that lost its peer fails within the
-# trainer's timeout), then are terminated. Exits with the first failure's
-# status, or 0.
+#   scripts/launch.sh -n 2 [--port P] [--grace S] -- ./build/demo/examples/demo --ddp
+#
+# each with the environment torchrun gives (RANK, WORLD_SIZE, LOCAL_RANK,
+# LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT). When one process fails, the
+# others get `--grace` seconds (default 10) to report their own error (a
+# collective that lost its peer fails within the trainer's timeout), then are
+# terminated.
+#
+# Independent workers (hyperparameter search: each pulls its own trials):
+#
+#   scripts/launch.sh --independent -n 4 -- ./build/demo/examples/tune --storage s.db
+#
+# each with LOCAL_RANK and LOCAL_WORLD_SIZE only (one GPU per worker:
+# cuda:LOCAL_RANK), no RANK, WORLD_SIZE or MASTER_*: they are not one job.
+# A worker that fails is reported and the others go on.
+#
+# Either way: exits with the first failure's status, or 0.
 set -uo pipefail
 
-nproc=1 port="" grace=10
+nproc=1 port="" grace=10 independent=""
 while [ $# -gt 0 ]; do
   case "$1" in
     -n|--nproc) nproc="$2"; shift 2 ;;
     --port) port="$2"; shift 2 ;;
     --grace) grace="$2"; shift 2 ;;
+    --independent) independent=1; shift ;;
     --) shift; break ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
     *) break ;;
   esac
 done
 if [ $# -eq 0 ] || ! [[ "$nproc" =~ ^[1-9][0-9]*$ ]]; then
-  echo "usage: $0 -n N [--port P] [--grace S] -- command [args...]" >&2
+  echo "usage: $0 [--independent] -n N [--port P] [--grace S] -- command [args...]" >&2
+  exit 2
+fi
+
+if [ -n "$independent" ] && [ -n "$port" ]; then
+  echo "launch.sh: --port is for ranks of one job; --independent workers have no master" >&2
   exit 2
 fi
 
 port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-if [ -z "$port" ]; then
+if [ -z "$port" ] && [ -z "$independent" ]; then
   # Distinct per launcher (concurrent test runs), then the first free one;
   # the program may use the next few ports for further process groups. Outside
   # the kernel's ephemeral range: a port there may be held by any outgoing
@@ -46,13 +63,19 @@ fi
 
 pids=()
 for ((rank = 0; rank < nproc; rank++)); do
-  RANK=$rank WORLD_SIZE=$nproc LOCAL_RANK=$rank LOCAL_WORLD_SIZE=$nproc \
-    MASTER_ADDR=127.0.0.1 MASTER_PORT=$port "$@" &
+  if [ -n "$independent" ]; then
+    # a launcher above this one (torchrun, srun) must not make them ranks
+    env -u RANK -u WORLD_SIZE -u MASTER_ADDR -u MASTER_PORT -u GROUP_RANK \
+      LOCAL_RANK=$rank LOCAL_WORLD_SIZE=$nproc "$@" &
+  else
+    RANK=$rank WORLD_SIZE=$nproc LOCAL_RANK=$rank LOCAL_WORLD_SIZE=$nproc \
+      MASTER_ADDR=127.0.0.1 MASTER_PORT=$port "$@" &
+  fi
   pids+=($!)
 done
 trap 'kill "${pids[@]}" 2>/dev/null; exit 130' INT TERM
 
-status=0 left=$nproc deadline=""
+status=0 left=$nproc deadline="" failed=()
 while [ "$left" -gt 0 ]; do
   if [ -n "$deadline" ] && [ "$(date +%s)" -ge "$deadline" ]; then
     echo "launch.sh: stopping the ranks still running after a failure" >&2
@@ -68,12 +91,20 @@ while [ "$left" -gt 0 ]; do
     rc=$?
     pids[$i]=""
     left=$((left - 1))
-    if [ "$rc" -ne 0 ] && [ "$status" -eq 0 ]; then
-      status=$rc
-      echo "launch.sh: rank $i exited with status $rc" >&2
-      deadline=$(($(date +%s) + grace))
+    if [ "$rc" -ne 0 ]; then
+      if [ -n "$independent" ]; then
+        echo "launch.sh: worker $i exited with status $rc; $left other(s) still running go on" >&2
+        failed+=("$i")
+      elif [ "$status" -eq 0 ]; then
+        echo "launch.sh: rank $i exited with status $rc" >&2
+        deadline=$(($(date +%s) + grace))
+      fi
+      [ "$status" -eq 0 ] && status=$rc
     fi
   done
   [ "$left" -gt 0 ] && sleep 0.1
 done
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "launch.sh: $((nproc - ${#failed[@]})) of $nproc workers succeeded; failed: ${failed[*]}" >&2
+fi
 exit "$status"

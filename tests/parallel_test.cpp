@@ -68,6 +68,15 @@ TEST_CASE("environment: Slurm variables and the master from the node list") {
   CHECK(trainkit::detail::first_slurm_host("a-b[1-2]") == "a-b1");
 }
 
+TEST_CASE("environment: LOCAL_RANK alone is an independent worker's device, not a rank") {
+  ScopedEnv env(std::map<std::string, std::string>{{"LOCAL_RANK", "3"}});  // --independent
+  const auto e = Environment::detect();
+  CHECK(e.source == "worker");
+  CHECK(e.rank == 0);
+  CHECK(e.world_size == 1);
+  CHECK(e.local_rank == 3);
+}
+
 TEST_CASE("environment: explicit values win, defaults without a launcher") {
   ScopedEnv env({{"RANK", "1"}, {"WORLD_SIZE", "2"}});
   const auto e = Environment::detect({.rank = 0, .master_addr = "node0"});

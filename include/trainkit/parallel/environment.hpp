@@ -3,7 +3,9 @@
 // that torchrun sets (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT,
 // and whether its agent serves the store: TORCHELASTIC_USE_AGENT_STORE) or, failing those, from
 // Slurm (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, the master being the first host of
-// SLURM_STEP_NODELIST/SLURM_NODELIST). Explicit values win over both.
+// SLURM_STEP_NODELIST/SLURM_NODELIST). LOCAL_RANK alone is an independent
+// worker's slot (`scripts/launch.sh --independent`): its GPU, not a rank.
+// Explicit values win over all.
 #include <cstdint>
 #include <cstdlib>
 #include <optional>
@@ -26,7 +28,8 @@ struct Environment {
   int local_rank = 0;
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
-  std::string source = "defaults";  ///< "torchrun", "slurm", "explicit" or "defaults"
+  /// "torchrun", "slurm", "worker" (LOCAL_RANK alone), "explicit" or "defaults"
+  std::string source = "defaults";
   /// torchrun's agent serves the rendezvous store on MASTER_PORT
   /// (TORCHELASTIC_USE_AGENT_STORE=True): every rank joins it as a client.
   bool agent_store = false;
@@ -93,6 +96,9 @@ inline Environment Environment::detect(const Rendezvous& given) {
     if (auto nodes =
             env("SLURM_STEP_NODELIST") ? env("SLURM_STEP_NODELIST") : env("SLURM_NODELIST"))
       e.master_addr = trainkit::detail::first_slurm_host(*nodes);
+  } else if (const auto local_rank = env("LOCAL_RANK")) {
+    e.source = "worker";  // one process of its own: rank 0 of 1, on its own device
+    e.local_rank = env_int("LOCAL_RANK", *local_rank);
   }
   if (const auto addr = env("MASTER_ADDR")) e.master_addr = *addr;
   if (const auto port = env("MASTER_PORT")) e.master_port = env_int("MASTER_PORT", *port);
