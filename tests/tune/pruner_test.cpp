@@ -132,7 +132,7 @@ TEST_CASE("a study with a pruner ends pruned trials as pruned, with the reason a
                   std::move(pruner));
       study.optimize(
           [&](Trial& trial) {
-            const auto i = static_cast<size_t>(trial.number());
+            const auto i = static_cast<size_t>(trial.number);
             double v = 0;
             for (size_t step = 0; step < curves.at(i).size(); ++step) {
               v = curve_value(curves, i, static_cast<int64_t>(step), sign);
@@ -177,12 +177,12 @@ TEST_CASE("ASHA goes on when a trial reported inf, kept as inf by an SQL storage
       [](Trial& t) {
         for (int64_t step = 0; step < 4; ++step) {
           // trial 0 diverges; the others must still be judged, inf counting as worst
-          const double v = t.number() == 0 ? std::numeric_limits<double>::infinity()
-                                           : 1.0 / double(t.number() + step);
+          const double v = t.number == 0 ? std::numeric_limits<double>::infinity()
+                                         : 1.0 / double(t.number + step);
           t.report(v, step);
           if (t.should_prune()) return v;
         }
-        return 1.0 / double(t.number() + 4);
+        return 1.0 / double(t.number + 4);
       },
       {.n_trials = 4, .log = nullptr});
   const auto trials = study.trials();

@@ -12,6 +12,7 @@
 #include <trainkit/tune/samplers/grid.hpp>
 #include <trainkit/tune/samplers/random.hpp>
 #include <trainkit/tune/study.hpp>
+#include <type_traits>
 
 using namespace trainkit::tune;
 
@@ -43,6 +44,34 @@ TEST_CASE("a study runs n_trials, numbers them densely and finds the best") {
   CHECK(*study.best_trial().value == best);
 }
 
+TEST_CASE("a study without a pruner never prunes - trial.number reads as FrozenTrial's") {
+  Study study(std::make_shared<InMemoryStorage>(), {}, sampler::Random({.seed = 1}));
+  static_assert(std::is_same_v<decltype(study), Study<sampler::Random, pruner::None>>);
+  study.optimize(
+      [](Trial& t) {
+        for (int64_t step = 0; step < 4; ++step) {
+          t.report(double(t.number * 10 + step), step);
+          CHECK_FALSE(t.should_prune());
+        }
+        const int64_t n = t.number;
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+        CHECK(t.number() == n);  // the earlier spelling, deprecated until 0.2.0
+#pragma GCC diagnostic pop
+        CHECK(nlohmann::json(t.number) == n);
+        CHECK(std::to_string(t.number) == std::to_string(n));
+        return double(n);
+      },
+      {.n_trials = 3, .log = nullptr});
+  const auto trials = study.trials();
+  REQUIRE(trials.size() == 3);
+  for (const auto& t : trials) {
+    CHECK(t.state == TrialState::Complete);
+    CHECK(*t.value == double(t.number));
+    CHECK(t.intermediate.size() == 4);
+  }
+}
+
 TEST_CASE("failures are recorded with their reason - the exception goes on unless caught") {
   auto study = make_study();
   CHECK_THROWS_WITH(study.optimize([](Trial&) -> double { throw std::runtime_error("boom"); },
@@ -50,8 +79,8 @@ TEST_CASE("failures are recorded with their reason - the exception goes on unles
                     "boom");
   study.optimize(
       [](Trial& t) {
-        if (t.number() % 2) throw std::runtime_error("odd");
-        return t.number() == 2 ? std::nan("") : 1.0;
+        if (t.number % 2) throw std::runtime_error("odd");
+        return t.number == 2 ? std::nan("") : 1.0;
       },
       {.n_trials = 4, .catch_exceptions = true, .log = nullptr});
   const auto trials = study.trials();

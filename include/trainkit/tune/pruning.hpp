@@ -52,7 +52,7 @@ class Pruning {
   void decide(TrainState& state, double value, int64_t step) {
     trial_->report(value, step);
     if (trial_->should_prune()) {
-      state.request_stop("pruned by the study (trial " + std::to_string(trial_->number()) +
+      state.request_stop("pruned by the study (trial " + std::to_string(trial_->number) +
                          "): " + *trial_->prune_reason());
     }
   }

@@ -1,5 +1,5 @@
 #pragma once
-// Study<Sampler, Pruner>: runs an objective over trials, keeps every trial in
+// Study<Sampler, Pruner = pruner::None>: runs an objective over trials, keeps every trial in
 // a Storage, and lets any number of workers (threads here, processes on this
 // or other machines through a shared storage) add to one study. A worker
 // that dies leaves its trial running; the next worker to start a trial
@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "trainkit/tune/concepts.hpp"
+#include "trainkit/tune/pruners/none.hpp"
 #include "trainkit/tune/storage.hpp"
 #include "trainkit/tune/trial.hpp"
 
@@ -96,10 +97,11 @@ inline Liveness liveness(const nlohmann::json& worker, const WorkerId& me) {
 
 }  // namespace detail
 
-template <Sampler S, Pruner P>
+/// Without a pruner, every trial runs to its end (pruner::None).
+template <Sampler S, Pruner P = pruner::None>
 class Study final : private detail::TrialDriver {
  public:
-  Study(std::shared_ptr<Storage> storage, StudyOptions options, S sampler, P pruner)
+  Study(std::shared_ptr<Storage> storage, StudyOptions options, S sampler, P pruner = {})
       : storage_(std::move(storage)),
         options_(std::move(options)),
         sampler_(std::move(sampler)),

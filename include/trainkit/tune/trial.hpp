@@ -59,10 +59,26 @@ using choice_t = std::conditional_t<std::is_convertible_v<T, std::string_view> &
 
 }  // namespace detail
 
+/// A trial's number, read as FrozenTrial's is: `trial.number`. The earlier
+/// spelling, `trial.number()`, still works (deprecated) until 0.2.0.
+struct TrialNumber {
+  int64_t value;
+  constexpr operator int64_t() const { return value; }
+  [[deprecated(
+      "trial.number is read as a field, as FrozenTrial::number is: drop the ()")]] constexpr int64_t
+  operator()() const {
+    return value;
+  }
+  friend void to_json(nlohmann::json& j, TrialNumber n) { j = n.value; }
+};
+
 class Trial {
  public:
   Trial(detail::TrialDriver& driver, FrozenTrial record)
-      : driver_(&driver), record_(std::move(record)) {}
+      : number{record.number}, driver_(&driver), record_(std::move(record)) {}
+
+  /// 0, 1, ... within the study (FrozenTrial::number).
+  const TrialNumber number;
 
   double suggest_float(const std::string& name, double low, double high, FloatOptions o = {}) {
     return driver_->suggest(record_, name, FloatDistribution{low, high, o.log, o.step});
@@ -99,7 +115,6 @@ class Trial {
     driver_->set_user_attr(record_, key, value);
   }
 
-  int64_t number() const { return record_.number; }
   /// The trial as recorded so far: parameters, intermediate values, attrs.
   const FrozenTrial& record() const { return record_; }
 
