@@ -61,9 +61,15 @@ class TrainkitConan(ConanFile):
 
     @property
     def _compilers_minimum_version(self):
-        return {"gcc": "12", "clang": "14", "apple-clang": "15", "msvc": "193"}
+        return {"gcc": "12", "clang": "14"}
 
     def validate(self):
+        # README's "Limits": Linux only. The headers use POSIX files, signals
+        # and processes (unistd.h, fcntl.h); nothing has run on macOS.
+        if self.settings.os != "Linux":
+            raise ConanInvalidConfiguration(
+                f"{self.ref} supports Linux only (it uses POSIX files and signals, and is "
+                f"tested on Linux alone); this profile's os is {self.settings.os}.")
         try:
             check_min_cppstd(self, 20)
         except ConanInvalidConfiguration as e:  # most often a default profile's gnu17
@@ -112,7 +118,7 @@ class TrainkitConan(ConanFile):
         if self._libtorch_has_cuda():
             # what CMake's find_package(trainkit) defines for a CUDA LibTorch
             core.defines = ["TRAINKIT_HAS_CUDA=1"]
-        if self.settings.os in ("Linux", "FreeBSD"):
+        if self.settings.os == "Linux":
             # at::parallel_for in LibTorch's headers is an OpenMP loop
             core.cxxflags = ["-fopenmp"]
             core.sharedlinkflags = ["-fopenmp"]
