@@ -12,12 +12,13 @@ cd "$(dirname "$0")/.."
 # Packages of the root and why: libtorch-dev/python3-torch are the LibTorch 2.x
 # under test and the Python anchor of the benchmarks (torch.compile's C++
 # backend needs python3-dev and python3-setuptools); the rest mirror the
-# host's build dependencies (README.md), with Clang (+ its OpenMP runtime) and
-# chromium/git for the browser and FetchContent tests, and trainkit::tune's
+# host's build dependencies (README.md; make runs the quick start's default
+# generator), with Clang (+ its OpenMP runtime) and chromium/git for the
+# browser and FetchContent tests, and trainkit::tune's
 # storage libraries (its PostgreSQL server tests run on the host only), and
 # Optuna 4 (with SciPy for its GPSampler), the anchor of the search benchmarks;
 # libclang-rt-19-dev: libFuzzer and the sanitizer runtimes for the fuzz targets.
-ROOT_PACKAGES=(g++ clang libclang-rt-19-dev libomp-dev cmake ninja-build libtorch-dev python3-torch
+ROOT_PACKAGES=(g++ make clang libclang-rt-19-dev libomp-dev cmake ninja-build libtorch-dev python3-torch
                python3-dev python3-setuptools
                doctest-dev nlohmann-json3-dev libcli11-dev zlib1g-dev libgloo-dev
                libxml2-dev libpng-dev pkgconf chromium git ca-certificates
@@ -73,7 +74,9 @@ in_root() {
     mount -t proc proc "$root/proc"
     mount -t tmpfs tmpfs "$root/tmp"
     cp /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null || true
-    # the host name resolves inside as outside (torchrun hands it to its ranks)
+    # the host name resolves inside as outside (torchrun hands it to its ranks);
+    # a fresh debootstrap root has no /etc/hosts to mount over
+    [ -e "$root/etc/hosts" ] || : >"$root/etc/hosts"
     mount --bind -o ro /etc/hosts "$root/etc/hosts"
     if [ -d "$cuda/include" ]; then mount --bind -o ro "$cuda" "$root/usr/local/cuda"; fi
     exec chroot "$root" /usr/bin/env -i HOME=/root PATH=/usr/local/bin:/usr/bin:/bin \
