@@ -6,7 +6,7 @@ It rewrites tune_tpe.json beside this file: Parzen estimators (mixture weights, 
 categorical probabilities, log-pdf at fixed points, as 3.1 computes it and with
 the upstream fix of its continuous kernels' density), the truncated normal's log-pdf and
 quantiles, default_gamma / default_weights, and the below/above split of a history with
-pruned trials. The test suite reads that file and never needs Python.
+pruned and running trials, without and with the constant liar. The test suite reads that file and never needs Python.
 """
 import json
 import math
@@ -199,9 +199,13 @@ def split_reference():
         ("complete", 0.5, {}, 0.0),
         ("pruned", None, {0: 0.1}, 4.5),
         ("complete", 3.0, {}, -0.5),
+        ("running", None, {0: 0.3}, 3.5),  # other workers' trials: the constant liar's
+        ("running", None, {}, None),  # one that has not drawn x yet
+        ("running", None, {}, -1.5),
     ]
     states = {"complete": optuna.trial.TrialState.COMPLETE,
-              "pruned": optuna.trial.TrialState.PRUNED, "fail": optuna.trial.TrialState.FAIL}
+              "pruned": optuna.trial.TrialState.PRUNED, "fail": optuna.trial.TrialState.FAIL,
+              "running": optuna.trial.TrialState.RUNNING}
     out = {"trials": [], "directions": {}}
     for number, (state, value, inter, xv) in enumerate(specs):
         out["trials"].append({
@@ -215,22 +219,26 @@ def split_reference():
             study.add_trial(optuna.trial.create_trial(
                 state=states[state], value=value if state == "complete" else None,
                 params=params, distributions=dists, intermediate_values=inter))
-        numbers = [t.number for t in study.get_trials(
-            states=(optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED))]
-        values, scores, _ = _get_observation_pairs(study, ["x"], False, False)
-        n = len(scores)
-        splits = {}
-        for n_below in range(0, n + 2):
-            below, above = _split_observation_pairs(scores, n_below, None)
-            splits[str(n_below)] = {"below": [numbers[i] for i in below],
-                                    "above": [numbers[i] for i in above]}
-        below, above = _split_observation_pairs(scores, default_gamma(n), None)
-        xs = np.asarray(values["x"], dtype=float)
-        out["directions"][direction] = {
-            "n": n, "gamma": default_gamma(n), "splits": splits,
-            "below_x": [float(v) for v in xs[below] if not math.isnan(v)],
-            "above_x": [float(v) for v in xs[above] if not math.isnan(v)],
-        }
+        out["directions"][direction] = {}
+        for liar, key in [(False, "plain"), (True, "constant_liar")]:
+            counted = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
+            if liar:
+                counted += (optuna.trial.TrialState.RUNNING,)
+            numbers = [t.number for t in study.get_trials(states=counted)]
+            values, scores, _ = _get_observation_pairs(study, ["x"], liar, False)
+            n = sum(s < float("inf") for s, _ in scores)  # as TPESampler counts
+            splits = {}
+            for n_below in range(0, len(scores) + 2):
+                below, above = _split_observation_pairs(scores, n_below, None)
+                splits[str(n_below)] = {"below": [numbers[i] for i in below],
+                                        "above": [numbers[i] for i in above]}
+            below, above = _split_observation_pairs(scores, default_gamma(n), None)
+            xs = np.asarray(values["x"], dtype=float)
+            out["directions"][direction][key] = {
+                "scores": len(scores), "n": n, "gamma": default_gamma(n), "splits": splits,
+                "below_x": [float(v) for v in xs[below] if not math.isnan(v)],
+                "above_x": [float(v) for v in xs[above] if not math.isnan(v)],
+            }
     return out
 
 

@@ -134,7 +134,7 @@ TEST_CASE("default gamma and weights are Optuna's") {
   }
 }
 
-TEST_CASE("below/above split with pruned trials is Optuna's") {
+TEST_CASE("below/above split with pruned and running trials is Optuna's, liar or not") {
   const auto ref = reference().at("split");
   std::vector<FrozenTrial> trials;
   for (const auto& r : ref.at("trials")) {
@@ -153,32 +153,37 @@ TEST_CASE("below/above split with pruned trials is Optuna's") {
       t.params["x"] = Param{FloatDistribution{-5, 5, false, std::nullopt}, r.at("x")};
     trials.push_back(t);
   }
-  for (const auto& [dir, d] : ref.at("directions").items()) {
-    CAPTURE(dir);
-    const StudyView view{direction_from_string(dir), trials};
-    const auto obs = detail::tpe_observations(view, {"x"});
-    REQUIRE(static_cast<int64_t>(obs.scores.size()) == d.at("n").get<int64_t>());
-    for (const auto& [n_below, s] : d.at("splits").items()) {
-      CAPTURE(n_below);
-      const auto [below, above] = detail::tpe_split(obs.scores, std::stoll(n_below));
-      std::vector<int64_t> b, a;
-      for (auto k : below) b.push_back(obs.numbers[k]);
-      for (auto k : above) a.push_back(obs.numbers[k]);
-      CHECK(b == s.at("below").get<std::vector<int64_t>>());
-      CHECK(a == s.at("above").get<std::vector<int64_t>>());
-    }
-    const auto gamma = detail::tpe_default_gamma(static_cast<int64_t>(obs.scores.size()));
-    CHECK(gamma == d.at("gamma").get<int64_t>());
-    const auto [below, above] = detail::tpe_split(obs.scores, gamma);
-    auto xs = [&](const std::vector<size_t>& idx) {
-      std::vector<double> out;
-      for (auto k : idx) {
-        if (const auto& v = obs.values.at("x")[k]) out.push_back(*v);
+  for (const auto& [dir, by_liar] : ref.at("directions").items()) {
+    for (const bool liar : {false, true}) {
+      CAPTURE(dir);
+      CAPTURE(liar);
+      const auto& d = by_liar.at(liar ? "constant_liar" : "plain");
+      const StudyView view{direction_from_string(dir), trials};
+      const auto obs = detail::tpe_observations(view, {"x"}, liar);
+      REQUIRE(obs.scores.size() == d.at("scores").get<size_t>());
+      CHECK(obs.finished() == d.at("n").get<int64_t>());
+      for (const auto& [n_below, s] : d.at("splits").items()) {
+        CAPTURE(n_below);
+        const auto [below, above] = detail::tpe_split(obs.scores, std::stoll(n_below));
+        std::vector<int64_t> b, a;
+        for (auto k : below) b.push_back(obs.numbers[k]);
+        for (auto k : above) a.push_back(obs.numbers[k]);
+        CHECK(b == s.at("below").get<std::vector<int64_t>>());
+        CHECK(a == s.at("above").get<std::vector<int64_t>>());
       }
-      return out;
-    };
-    CHECK(xs(below) == doubles(d.at("below_x")));
-    CHECK(xs(above) == doubles(d.at("above_x")));
+      const auto gamma = detail::tpe_default_gamma(obs.finished());
+      CHECK(gamma == d.at("gamma").get<int64_t>());
+      const auto [below, above] = detail::tpe_split(obs.scores, gamma);
+      auto xs = [&](const std::vector<size_t>& idx) {
+        std::vector<double> out;
+        for (auto k : idx) {
+          if (const auto& v = obs.values.at("x")[k]) out.push_back(*v);
+        }
+        return out;
+      };
+      CHECK(xs(below) == doubles(d.at("below_x")));
+      CHECK(xs(above) == doubles(d.at("above_x")));
+    }
   }
 }
 
@@ -234,6 +239,59 @@ TEST_CASE("a seeded TPE study replays exactly - another seed differs") {
     size_t differ = 0;
     for (size_t k = 0; k < pa.size(); ++k) differ += pa[k] != pc[k];
     CHECK(differ > 30);
+  }
+}
+
+TEST_CASE("one worker alone: the constant liar changes nothing") {
+  for (const bool multivariate : {false, true}) {
+    CAPTURE(multivariate);
+    const auto liar = run_mixed({.seed = 5, .multivariate = multivariate, .constant_liar = true});
+    const auto plain = run_mixed({.seed = 5, .multivariate = multivariate, .constant_liar = false});
+    CHECK(params_of(liar) == params_of(plain));
+  }
+}
+
+TEST_CASE("the constant liar steers a worker away from other workers' running points") {
+  const FloatDistribution dist{-5, 5, false, std::nullopt};
+  std::vector<FrozenTrial> trials;
+  for (int64_t k = 0; k < 30; ++k) {  // (x - 1)^2 at x spread over the range
+    FrozenTrial t;
+    t.id = t.number = k;
+    t.state = TrialState::Complete;
+    const double x = -5 + 10.0 * double((k * 7) % 30) / 29.0;
+    t.params["x"] = Param{dist, x};
+    t.value = (x - 1) * (x - 1);
+    trials.push_back(t);
+  }
+  for (int64_t k = 0; k < 3; ++k) {  // three other workers already try near the optimum
+    FrozenTrial t;
+    t.id = t.number = 30 + k;
+    t.state = TrialState::Running;
+    t.params["x"] = Param{dist, 1.0 + 0.1 * double(k - 1)};
+    trials.push_back(t);
+  }
+  FrozenTrial me;  // the trial being sampled: running, nothing drawn yet
+  me.id = me.number = 33;
+  me.state = TrialState::Running;
+  trials.push_back(me);
+  const StudyView view{Direction::Minimize, trials};
+  for (const bool multivariate : {false, true}) {
+    CAPTURE(multivariate);
+    // How many of 200 seeds draw within 0.25 of the running points.
+    auto near = [&](bool liar) {
+      int count = 0;
+      for (uint64_t seed = 0; seed < 200; ++seed) {
+        const sampler::Tpe tpe({.seed = seed, .multivariate = multivariate, .constant_liar = liar});
+        const double x =
+            multivariate ? tpe.sample_relative(view, me).at("x") : tpe.sample(view, me, "x", dist);
+        count += std::abs(x - 1.0) < 0.25;
+      }
+      return count;
+    };
+    const int with_liar = near(true), without = near(false);
+    MESSAGE("draws near the running points: " << with_liar << " with the liar, " << without
+                                              << " without");
+    CHECK(with_liar < without / 2);
   }
 }
 

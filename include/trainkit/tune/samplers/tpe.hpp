@@ -418,28 +418,39 @@ class ParzenEstimator {
   std::vector<ParzenParam> params_;
 };
 
-/// Where a finished trial ranks (Optuna's _get_observation_pairs): complete
-/// trials first (step -inf), then pruned ones by their last step, later
-/// steps first; within a step by signed value, lower first.
+/// Where a trial ranks (Optuna's _get_observation_pairs): complete trials
+/// first (step -inf), then pruned ones by their last step, later steps
+/// first; within a step by signed value, lower first; running ones last
+/// (the constant liar: they count as the worst there is).
 struct TpeScore {
-  double step = 0;   ///< -inf complete, -last step pruned, 1 pruned before reporting
+  /// -inf complete, -last step pruned, 1 pruned before reporting, +inf running
+  double step = 0;
   double value = 0;  ///< the value, negated when maximizing (+inf for a NaN report)
+  bool running() const { return step == std::numeric_limits<double>::infinity(); }
   bool operator<(const TpeScore& o) const {
     return step < o.step || (step == o.step && value < o.value);
   }
 };
 
-/// The complete and pruned trials, chronological: their scores, numbers and
-/// the internal values of `names` (nullopt where a trial lacks one).
+/// The complete and pruned trials (and running ones, for the constant
+/// liar), chronological: their scores, numbers and the internal values of
+/// `names` (nullopt where a trial lacks one).
 struct TpeObservations {
   std::vector<TpeScore> scores;
   std::vector<int64_t> numbers;                                      ///< the trials' numbers
   std::map<std::string, std::vector<std::optional<double>>> values;  ///< name -> per trial
+  /// The trials with a result: what the startup count and gamma see.
+  int64_t finished() const {
+    return std::count_if(scores.begin(), scores.end(),
+                         [](const TpeScore& s) { return !s.running(); });
+  }
 };
 
-/// Optuna's _get_observation_pairs over the view's complete and pruned trials.
+/// Optuna's _get_observation_pairs over the view's complete and pruned
+/// trials, and its running ones with `constant_liar`.
 inline TpeObservations tpe_observations(const StudyView& view,
-                                        const std::vector<std::string>& names) {
+                                        const std::vector<std::string>& names,
+                                        bool constant_liar = false) {
   constexpr double inf = std::numeric_limits<double>::infinity();
   const double sign = view.direction == Direction::Minimize ? 1.0 : -1.0;
   TpeObservations out;
@@ -456,6 +467,8 @@ inline TpeObservations tpe_observations(const StudyView& view,
       } else {
         score = {1, 0};  // pruned before any report: last
       }
+    } else if (t.state == TrialState::Running && constant_liar) {
+      score = {inf, sign * inf};
     } else {
       continue;
     }
@@ -510,6 +523,11 @@ struct TpeOptions {
   bool consider_endpoints = false;  ///< the outermost kernels' width counts the bounds
   /// The size of "below" among n complete and pruned trials.
   std::function<int64_t(int64_t)> gamma = detail::tpe_default_gamma;
+  /// Running trials count as the worst result (Optuna's constant_liar), so
+  /// parallel workers do not propose the same region at once. On by default,
+  /// where Optuna's is off: one worker alone sees no running trial but the
+  /// one being sampled, which has no value yet, so nothing changes for it.
+  bool constant_liar = true;
   /// The kernels' weights for n observations, oldest first.
   std::function<std::vector<double>(int64_t)> weights = detail::tpe_default_weights;
   /// Optuna 3.1's log-density, which leaves out the continuous kernels' 1/sigma
@@ -542,8 +560,8 @@ class Tpe {
                 const Distribution& dist) const {
     if (const auto v = single_value(dist)) return *v;
     detail::Rng rng(options_.seed, trial.number, name);
-    const auto obs = detail::tpe_observations(view, {name});
-    const auto n = static_cast<int64_t>(obs.scores.size());
+    const auto obs = detail::tpe_observations(view, {name}, options_.constant_liar);
+    const auto n = obs.finished();
     if (n < options_.n_startup_trials) return detail::from_unit(dist, rng.uniform());
     const auto [below, above] = detail::tpe_split(obs.scores, options_.gamma(n));
     const auto& values = obs.values.at(name);
@@ -568,16 +586,20 @@ class Tpe {
     if (space.empty()) return {};
     std::vector<std::string> names;
     for (const auto& [name, dist] : space) names.push_back(name);
-    const auto obs = detail::tpe_observations(view, names);
-    const auto n = static_cast<int64_t>(obs.scores.size());
+    const auto obs = detail::tpe_observations(view, names, options_.constant_liar);
+    const auto n = obs.finished();
     if (n < options_.n_startup_trials) return {};
     const auto [below, above] = detail::tpe_split(obs.scores, options_.gamma(n));
-    // Every complete and pruned trial has every parameter of `space`.
+    // Every complete and pruned trial has every parameter of `space`; a
+    // running one (the constant liar's) counts once it has them all.
     auto pick = [&](const std::vector<size_t>& idx) {
       detail::ParzenEstimator::Values out;
-      for (const auto& name : names) {
-        auto& column = out[name];
-        for (auto k : idx) column.push_back(*obs.values.at(name)[k]);
+      for (const auto& name : names) out[name];
+      for (auto k : idx) {
+        if (!std::all_of(names.begin(), names.end(),
+                         [&](const std::string& name) { return obs.values.at(name)[k]; }))
+          continue;
+        for (const auto& name : names) out[name].push_back(*obs.values.at(name)[k]);
       }
       return out;
     };
