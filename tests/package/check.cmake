@@ -136,6 +136,16 @@ if(MODE MATCHES "^find_package")
   endif()
 elseif(MODE STREQUAL "add_subdirectory")
   list(APPEND configure -DTRAINKIT_CONSUME=add_subdirectory "-DTRAINKIT_SOURCE=${SOURCE}")
+  # README's plain compiler line, its checkout ~/trainkit being this one
+  string(REGEX MATCHALL "\ng\\+\\+ -std=c\\+\\+20 [^\n]*" lines "${readme}")
+  list(LENGTH lines n)
+  if(NOT n EQUAL 1 OR NOT lines MATCHES "~/trainkit/include")
+    message(FATAL_ERROR "README.md must give one plain compiler line `g++ -std=c++20 ... "
+                        "-I ~/trainkit/include ...`; it gives ${n}")
+  endif()
+  string(STRIP "${lines}" command)
+  string(REPLACE "~/trainkit/include" "${SOURCE}/include" command "${command}")
+  run_quickstart(plain_compiler_line "" "${command}")
 elseif(MODE STREQUAL "fetchcontent")
   # The quick start with README's FetchContent lines in place of its
   # find_package line, fetching README's tag from a clone of this checkout
