@@ -271,6 +271,58 @@ TEST_CASE("gp: a seeded study replays exactly, and the GP takes over after start
   }
 }
 
+TEST_CASE("gp: one worker alone - the constant liar changes nothing") {
+  const auto liar =
+      run_study(sampler::Gp({.seed = 4, .constant_liar = true}), 14, branin_objective);
+  const auto plain =
+      run_study(sampler::Gp({.seed = 4, .constant_liar = false}), 14, branin_objective);
+  REQUIRE(liar.size() == plain.size());
+  for (size_t k = 0; k < liar.size(); ++k) {
+    CAPTURE(k);
+    CHECK(liar[k].param<double>("x1") == plain[k].param<double>("x1"));
+    CHECK(liar[k].param<double>("x2") == plain[k].param<double>("x2"));
+  }
+}
+
+TEST_CASE("gp: the constant liar steers a worker away from other workers' running points") {
+  const FloatDistribution dist{-5, 5, false, std::nullopt};
+  std::vector<FrozenTrial> trials;
+  for (int64_t k = 0; k < 12; ++k) {  // (x - 1)^2 at x spread over the range
+    FrozenTrial t;
+    t.id = t.number = k;
+    t.state = TrialState::Complete;
+    const double x = -5 + 10.0 * double((k * 5) % 12) / 11.0;
+    t.params["x"] = Param{dist, x};
+    t.value = (x - 1) * (x - 1);
+    trials.push_back(t);
+  }
+  for (int64_t k = 0; k < 3; ++k) {  // three other workers already try near the optimum
+    FrozenTrial t;
+    t.id = t.number = 12 + k;
+    t.state = TrialState::Running;
+    t.params["x"] = Param{dist, 1.0 + 0.1 * double(k - 1)};
+    trials.push_back(t);
+  }
+  FrozenTrial me;  // the trial being sampled: running, nothing drawn yet
+  me.id = me.number = 15;
+  me.state = TrialState::Running;
+  trials.push_back(me);
+  const StudyView view{Direction::Minimize, trials};
+  // How many of 20 seeds propose within 0.25 of the running points.
+  auto near = [&](bool liar) {
+    int count = 0;
+    for (uint64_t seed = 0; seed < 20; ++seed) {
+      const sampler::Gp gp({.seed = seed, .constant_liar = liar});
+      count += std::abs(gp.sample_relative(view, me).at("x") - 1.0) < 0.25;
+    }
+    return count;
+  };
+  const int with_liar = near(true), without = near(false);
+  MESSAGE("proposals near the running points: " << with_liar << " with the liar, " << without
+                                                << " without");
+  CHECK(with_liar < without / 2);
+}
+
 TEST_CASE("gp: beats random search on Branin") {
   std::vector<double> gp_best, random_best;
   for (uint64_t seed = 0; seed < 5; ++seed) {

@@ -375,6 +375,10 @@ struct GpOptions {
   int64_t n_local_search = 10;           ///< of which this many (with the best trial) are ascended
   int64_t max_ascent_steps = 200;        ///< L-BFGS iterations per local search, at most
   double minimum_noise = detail::default_minimum_noise;  ///< the GP's noise-variance floor
+  /// Other workers' running trials enter the model at the worst value seen
+  /// (a pessimistic constant liar), so that parallel workers do not propose
+  /// the same point. One worker alone has no such trial: nothing changes.
+  bool constant_liar = true;
 };
 
 /// Optuna-4-style GP sampler: relative sampling over the intersection search
@@ -441,8 +445,23 @@ class Gp {
     for (double& y : ys) y = (y - mean) / sd;
     const auto best_trial = std::max_element(ys.begin(), ys.end()) - ys.begin();
     const double incumbent = ys[static_cast<size_t>(best_trial)];
+    int64_t rows = n;
+    if (options_.constant_liar) {  // after the complete trials: best_trial still indexes them
+      const double worst = *std::min_element(ys.begin(), ys.end());
+      for (const auto* t : view.with_state(TrialState::Running)) {
+        const bool placed = std::all_of(names.begin(), names.end(), [&](const std::string& name) {
+          const auto p = t->params.find(name);
+          return p != t->params.end() && contains(space.at(name), p->second.internal);
+        });
+        if (!placed) continue;  // the trial being sampled, or one that has not drawn yet
+        for (size_t j = 0; j < axes.size(); ++j)
+          xs.push_back(axes[j].normalize(t->params.at(names[j]).internal));
+        ys.push_back(worst);
+        ++rows;
+      }
+    }
 
-    const auto x_train = torch::tensor(xs, torch::kDouble).reshape({n, d});
+    const auto x_train = torch::tensor(xs, torch::kDouble).reshape({rows, d});
     detail::GaussianProcess gp(x_train, torch::tensor(ys, torch::kDouble), is_categorical);
     gp.fit({.minimum_noise = options_.minimum_noise,
             .deterministic_objective = options_.deterministic_objective});
