@@ -9,6 +9,12 @@
 //   bench_tune_samplers --seeds 20 --trials 100 --functions branin,hartmann6
 //                       --samplers random,halton,tpe,gp --json trainkit.json
 //
+// --fail-above F: the objective throws where the first parameter is above
+// the fraction F of its range (a region where training fails); the failed
+// trials are counted; tpe and gp count them as the worst result
+// (TpeOptions/GpOptions::failed_as_worst), tpe_ignore_failed and
+// gp_ignore_failed ignore them, as Optuna does.
+//
 // LibTorch (through gp.hpp) before everything else, as tests/tune/gp_test.cpp.
 #include <trainkit/tune/samplers/gp.hpp>
 
@@ -24,6 +30,7 @@
 #include <memory>
 #include <numbers>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -94,7 +101,10 @@ std::vector<TestFunction> all_functions() {
 struct Run {
   std::vector<double> best_so_far;  // one per trial
   double overhead_s = 0;            // wall time minus the objective's, whole study
+  int64_t failed = 0;               // trials that failed (--fail-above)
 };
+
+double fail_above = 1;  // --fail-above: the objective fails above this fraction of x0's range
 
 template <class S>
 Run run_study(S sampler, const TestFunction& fn, int64_t n_trials) {
@@ -105,6 +115,8 @@ Run run_study(S sampler, const TestFunction& fn, int64_t n_trials) {
     std::vector<double> x;
     for (size_t j = 0; j < names.size(); ++j)
       x.push_back(t.suggest_float(names[j], fn.bounds[j].first, fn.bounds[j].second));
+    const auto& [low, high] = fn.bounds[0];
+    if (x[0] > low + fail_above * (high - low)) throw std::runtime_error("a failing region");
     const auto start = Clock::now();
     const double v = fn.f(x);
     objective_s += std::chrono::duration<double>(Clock::now() - start).count();
@@ -114,7 +126,9 @@ Run run_study(S sampler, const TestFunction& fn, int64_t n_trials) {
               pruner::None{});
   const auto start = Clock::now();
   // heartbeat_s = 0: no heartbeat thread (one process, nothing to keep alive).
-  study.optimize(objective, {.n_trials = n_trials, .heartbeat_s = 0, .log = nullptr});
+  study.optimize(
+      objective,
+      {.n_trials = n_trials, .catch_exceptions = true, .heartbeat_s = 0, .log = nullptr});
   Run run;
   run.overhead_s = std::chrono::duration<double>(Clock::now() - start).count() - objective_s;
   auto trials = study.trials();
@@ -123,6 +137,7 @@ Run run_study(S sampler, const TestFunction& fn, int64_t n_trials) {
   double best = std::numeric_limits<double>::infinity();
   for (const auto& t : trials) {
     if (t.state == TrialState::Complete && t.value) best = std::min(best, *t.value);
+    run.failed += t.state == TrialState::Fail;
     run.best_so_far.push_back(best);
   }
   return run;
@@ -133,7 +148,8 @@ Run run_sampler(const std::string& sampler, uint64_t seed, const TestFunction& f
   if (sampler == "random") return run_study(sampler::Random({.seed = seed}), fn, n_trials);
   if (sampler == "halton") return run_study(sampler::Halton({.seed = seed}), fn, n_trials);
   if (sampler == "tpe") {
-    sampler::TpeOptions o;  // Optuna 3.1's defaults, only the seed set
+    sampler::TpeOptions
+        o;  // trainkit's defaults (Optuna 3.1's but for the liar and failed_as_worst)
     o.seed = seed;
     return run_study(sampler::Tpe(std::move(o)), fn, n_trials);
   }
@@ -143,8 +159,18 @@ Run run_sampler(const std::string& sampler, uint64_t seed, const TestFunction& f
     o.legacy_log_pdf = false;
     return run_study(sampler::Tpe(std::move(o)), fn, n_trials);
   }
+  if (sampler == "tpe_ignore_failed") {
+    sampler::TpeOptions o;
+    o.seed = seed;
+    o.failed_as_worst = false;
+    return run_study(sampler::Tpe(std::move(o)), fn, n_trials);
+  }
   if (sampler == "gp") return run_study(sampler::Gp({.seed = seed}), fn, n_trials);
-  std::fprintf(stderr, "unknown sampler %s (random, halton, tpe, tpe_true_density, gp)\n",
+  if (sampler == "gp_ignore_failed")
+    return run_study(sampler::Gp({.seed = seed, .failed_as_worst = false}), fn, n_trials);
+  std::fprintf(stderr,
+               "unknown sampler %s (random, halton, tpe, tpe_true_density, tpe_ignore_failed, gp, "
+               "gp_ignore_failed)\n",
                sampler.c_str());
   std::exit(2);
 }
@@ -191,10 +217,13 @@ int main(int argc, char** argv) {
       samplers = split(value);
     } else if (arg == "--json") {
       json_path = value;
+    } else if (arg == "--fail-above") {
+      fail_above = std::stod(value);
     } else {
       std::fprintf(stderr,
                    "usage: %s [--seeds S] [--trials N] [--functions branin,hartmann6,"
-                   "rosenbrock10] [--samplers random,halton,tpe,gp] [--json out.json]\n",
+                   "rosenbrock10] [--samplers random,halton,tpe,gp] [--json out.json] "
+                   "[--fail-above F]\n",
                    argv[0]);
       return 2;
     }
@@ -213,9 +242,11 @@ int main(int argc, char** argv) {
     for (const auto& sname : samplers) {
       std::vector<std::vector<double>> curves;
       double overhead_s = 0;
+      std::vector<double> failed;
       for (int seed = 0; seed < seeds; ++seed) {
         auto run = run_sampler(sname, static_cast<uint64_t>(seed), *fn, n_trials);
         overhead_s += run.overhead_s;
+        failed.push_back(static_cast<double>(run.failed));
         curves.push_back(std::move(run.best_so_far));
       }
       const double overhead_ms =
@@ -237,6 +268,11 @@ int main(int argc, char** argv) {
       }
       std::snprintf(buf, sizeof buf, ", \"overhead_ms_per_trial\": %.3f", overhead_ms);
       fields << buf;
+      if (fail_above < 1) {
+        std::snprintf(buf, sizeof buf, ", \"failed_trials\": [%.4g, %.4g, %.4g]",
+                      quantile(failed, 0.25), quantile(failed, 0.5), quantile(failed, 0.75));
+        fields << buf;
+      }
       std::printf("{\"bench\": \"tune_sampler_regret\", %s}\n", fields.str().c_str());
       std::fflush(stdout);
     }

@@ -284,10 +284,15 @@ TEST_CASE("gp: one worker alone - the constant liar changes nothing") {
   }
 }
 
-TEST_CASE("gp: the constant liar steers a worker away from other workers' running points") {
+namespace {
+
+// (x - 1)^2 at 12 points over [-5, 5], complete; three trials at x = 0.9,
+// 1.0, 1.1 in state `others`; then the trial being sampled. How many of 20
+// seeds propose within 0.25 of the optimum with options `o`.
+int proposals_near_the_optimum(TrialState others, sampler::GpOptions o) {
   const FloatDistribution dist{-5, 5, false, std::nullopt};
   std::vector<FrozenTrial> trials;
-  for (int64_t k = 0; k < 12; ++k) {  // (x - 1)^2 at x spread over the range
+  for (int64_t k = 0; k < 12; ++k) {
     FrozenTrial t;
     t.id = t.number = k;
     t.state = TrialState::Complete;
@@ -296,31 +301,42 @@ TEST_CASE("gp: the constant liar steers a worker away from other workers' runnin
     t.value = (x - 1) * (x - 1);
     trials.push_back(t);
   }
-  for (int64_t k = 0; k < 3; ++k) {  // three other workers already try near the optimum
+  for (int64_t k = 0; k < 3; ++k) {
     FrozenTrial t;
     t.id = t.number = 12 + k;
-    t.state = TrialState::Running;
+    t.state = others;
     t.params["x"] = Param{dist, 1.0 + 0.1 * double(k - 1)};
     trials.push_back(t);
   }
-  FrozenTrial me;  // the trial being sampled: running, nothing drawn yet
+  FrozenTrial me;  // running, nothing drawn yet
   me.id = me.number = 15;
   me.state = TrialState::Running;
   trials.push_back(me);
   const StudyView view{Direction::Minimize, trials};
-  // How many of 20 seeds propose within 0.25 of the running points.
-  auto near = [&](bool liar) {
-    int count = 0;
-    for (uint64_t seed = 0; seed < 20; ++seed) {
-      const sampler::Gp gp({.seed = seed, .constant_liar = liar});
-      count += std::abs(gp.sample_relative(view, me).at("x") - 1.0) < 0.25;
-    }
-    return count;
-  };
-  const int with_liar = near(true), without = near(false);
+  int count = 0;
+  for (uint64_t seed = 0; seed < 20; ++seed) {
+    o.seed = seed;
+    count += std::abs(sampler::Gp(o).sample_relative(view, me).at("x") - 1.0) < 0.25;
+  }
+  return count;
+}
+
+}  // namespace
+
+TEST_CASE("gp: the constant liar steers a worker away from other workers' running points") {
+  const int with_liar = proposals_near_the_optimum(TrialState::Running, {.constant_liar = true}),
+            without = proposals_near_the_optimum(TrialState::Running, {.constant_liar = false});
   MESSAGE("proposals near the running points: " << with_liar << " with the liar, " << without
                                                 << " without");
   CHECK(with_liar < without / 2);
+}
+
+TEST_CASE("gp: failed_as_worst steers away from where trials failed") {
+  const int counted = proposals_near_the_optimum(TrialState::Fail, {.failed_as_worst = true}),
+            ignored = proposals_near_the_optimum(TrialState::Fail, {.failed_as_worst = false});
+  MESSAGE("proposals near the failed points: " << counted << " counting them, " << ignored
+                                               << " ignoring them");
+  CHECK(counted < ignored / 2);
 }
 
 TEST_CASE("gp: beats random search on Branin") {

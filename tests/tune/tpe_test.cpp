@@ -251,10 +251,15 @@ TEST_CASE("one worker alone: the constant liar changes nothing") {
   }
 }
 
-TEST_CASE("the constant liar steers a worker away from other workers' running points") {
+namespace {
+
+// (x - 1)^2 at 30 points spread over [-5, 5], complete; then three trials at
+// x = 0.9, 1.0, 1.1 (next to the optimum) in state `others`; then the trial
+// being sampled, running with nothing drawn.
+std::vector<FrozenTrial> history_with_three_at_the_optimum(TrialState others) {
   const FloatDistribution dist{-5, 5, false, std::nullopt};
   std::vector<FrozenTrial> trials;
-  for (int64_t k = 0; k < 30; ++k) {  // (x - 1)^2 at x spread over the range
+  for (int64_t k = 0; k < 30; ++k) {
     FrozenTrial t;
     t.id = t.number = k;
     t.state = TrialState::Complete;
@@ -263,35 +268,66 @@ TEST_CASE("the constant liar steers a worker away from other workers' running po
     t.value = (x - 1) * (x - 1);
     trials.push_back(t);
   }
-  for (int64_t k = 0; k < 3; ++k) {  // three other workers already try near the optimum
+  for (int64_t k = 0; k < 3; ++k) {
     FrozenTrial t;
     t.id = t.number = 30 + k;
-    t.state = TrialState::Running;
+    t.state = others;
     t.params["x"] = Param{dist, 1.0 + 0.1 * double(k - 1)};
     trials.push_back(t);
   }
-  FrozenTrial me;  // the trial being sampled: running, nothing drawn yet
+  FrozenTrial me;
   me.id = me.number = 33;
   me.state = TrialState::Running;
   trials.push_back(me);
+  return trials;
+}
+
+// How many of 200 seeds draw x within 0.25 of the optimum.
+int draws_near_the_optimum(const std::vector<FrozenTrial>& trials, sampler::TpeOptions o) {
   const StudyView view{Direction::Minimize, trials};
+  const FloatDistribution dist{-5, 5, false, std::nullopt};
+  int count = 0;
+  for (uint64_t seed = 0; seed < 200; ++seed) {
+    o.seed = seed;
+    const sampler::Tpe tpe(o);
+    const double x = o.multivariate ? tpe.sample_relative(view, trials.back()).at("x")
+                                    : tpe.sample(view, trials.back(), "x", dist);
+    count += std::abs(x - 1.0) < 0.25;
+  }
+  return count;
+}
+
+}  // namespace
+
+TEST_CASE("the constant liar steers a worker away from other workers' running points") {
+  const auto trials = history_with_three_at_the_optimum(TrialState::Running);
   for (const bool multivariate : {false, true}) {
     CAPTURE(multivariate);
-    // How many of 200 seeds draw within 0.25 of the running points.
-    auto near = [&](bool liar) {
-      int count = 0;
-      for (uint64_t seed = 0; seed < 200; ++seed) {
-        const sampler::Tpe tpe({.seed = seed, .multivariate = multivariate, .constant_liar = liar});
-        const double x =
-            multivariate ? tpe.sample_relative(view, me).at("x") : tpe.sample(view, me, "x", dist);
-        count += std::abs(x - 1.0) < 0.25;
-      }
-      return count;
-    };
-    const int with_liar = near(true), without = near(false);
+    const int with_liar = draws_near_the_optimum(
+                  trials, {.multivariate = multivariate, .constant_liar = true}),
+              without = draws_near_the_optimum(
+                  trials, {.multivariate = multivariate, .constant_liar = false});
     MESSAGE("draws near the running points: " << with_liar << " with the liar, " << without
                                               << " without");
     CHECK(with_liar < without / 2);
+  }
+}
+
+TEST_CASE("failed_as_worst steers TPE away from where trials failed - off, they are ignored") {
+  const auto failed = history_with_three_at_the_optimum(TrialState::Fail);
+  const auto none = std::vector<FrozenTrial>(failed.begin(), failed.begin() + 30);
+  for (const bool multivariate : {false, true}) {
+    CAPTURE(multivariate);
+    const int counted = draws_near_the_optimum(
+                  failed, {.multivariate = multivariate, .failed_as_worst = true}),
+              ignored = draws_near_the_optimum(
+                  failed, {.multivariate = multivariate, .failed_as_worst = false});
+    auto without_them = none;
+    without_them.push_back(failed.back());
+    CHECK(ignored == draws_near_the_optimum(without_them, {.multivariate = multivariate}));
+    MESSAGE("draws near the failed points: " << counted << " counting them, " << ignored
+                                             << " ignoring them");
+    CHECK(counted < ignored / 2);
   }
 }
 

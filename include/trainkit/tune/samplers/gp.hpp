@@ -379,6 +379,10 @@ struct GpOptions {
   /// (a pessimistic constant liar), so that parallel workers do not propose
   /// the same point. One worker alone has no such trial: nothing changes.
   bool constant_liar = true;
+  /// Failed trials enter the model at the worst value seen, so the sampler
+  /// leaves a region where the objective fails (Optuna ignores them, and
+  /// proposes the same failing point again: docs/benchmarks.md).
+  bool failed_as_worst = true;
 };
 
 /// Optuna-4-style GP sampler: relative sampling over the intersection search
@@ -446,9 +450,11 @@ class Gp {
     const auto best_trial = std::max_element(ys.begin(), ys.end()) - ys.begin();
     const double incumbent = ys[static_cast<size_t>(best_trial)];
     int64_t rows = n;
-    if (options_.constant_liar) {  // after the complete trials: best_trial still indexes them
-      const double worst = *std::min_element(ys.begin(), ys.end());
-      for (const auto* t : view.with_state(TrialState::Running)) {
+    // After the complete trials (best_trial still indexes them): the trials
+    // without a result that count as the worst value seen.
+    const double worst = *std::min_element(ys.begin(), ys.end());
+    auto add_worst = [&](TrialState state) {
+      for (const auto* t : view.with_state(state)) {
         const bool placed = std::all_of(names.begin(), names.end(), [&](const std::string& name) {
           const auto p = t->params.find(name);
           return p != t->params.end() && contains(space.at(name), p->second.internal);
@@ -459,7 +465,9 @@ class Gp {
         ys.push_back(worst);
         ++rows;
       }
-    }
+    };
+    if (options_.constant_liar) add_worst(TrialState::Running);
+    if (options_.failed_as_worst) add_worst(TrialState::Fail);
 
     const auto x_train = torch::tensor(xs, torch::kDouble).reshape({rows, d});
     detail::GaussianProcess gp(x_train, torch::tensor(ys, torch::kDouble), is_categorical);
