@@ -4,6 +4,10 @@ Hartmann-6, Rosenbrock-10), same budgets and seeds, same JSON: the per-seed
 best-so-far curves that bench/tune_compare.py reads.
 
   /usr/bin/python3 bench/tune_optuna.py --seeds 20 --trials 100 --json optuna.json
+
+--workers N --objective-ms M: N threads share each study (optimize's n_jobs)
+and each objective call sleeps M ms, as bench_tune_samplers' options;
+optuna_tpe_liar is TPESampler(constant_liar=True).
 """
 import argparse
 import json
@@ -51,6 +55,8 @@ FUNCTIONS = {  # name: (function, bounds per dimension, optimum)
 def make_sampler(name, seed):
     if name == "optuna_tpe":
         return optuna.samplers.TPESampler(seed=seed)
+    if name == "optuna_tpe_liar":
+        return optuna.samplers.TPESampler(seed=seed, constant_liar=True)
     if name == "optuna_random":
         return optuna.samplers.RandomSampler(seed=seed)
     if name == "optuna_gp":
@@ -69,6 +75,8 @@ def main():
                     help="comma-separated; default: optuna_tpe, optuna_random, and optuna_gp "
                     "where this Optuna has GPSampler (4.x)")
     ap.add_argument("--json", required=True)
+    ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--objective-ms", type=float, default=0.0)
     args = ap.parse_args()
     samplers = args.samplers.split(",") if args.samplers else (
         ["optuna_tpe", "optuna_random"] +
@@ -76,7 +84,7 @@ def main():
     optuna.logging.set_verbosity(optuna.logging.WARNING)
 
     out = {"source": "optuna " + optuna.__version__, "seeds": args.seeds,
-           "trials": args.trials, "results": {}}
+           "trials": args.trials, "workers": args.workers, "results": {}}
     for fname in args.functions.split(","):
         f, bounds, optimum = FUNCTIONS[fname]
         names = [f"x{j}" for j in range(len(bounds))]
@@ -91,12 +99,14 @@ def main():
                     x = [trial.suggest_float(n, lo, hi) for n, (lo, hi) in zip(names, bounds)]
                     t0 = time.perf_counter()
                     v = f(x)
+                    if args.objective_ms > 0:
+                        time.sleep(args.objective_ms / 1e3)
                     objective_s += time.perf_counter() - t0
                     return v
 
                 study = optuna.create_study(sampler=make_sampler(sname, seed))
                 t0 = time.perf_counter()
-                study.optimize(objective, n_trials=args.trials)
+                study.optimize(objective, n_trials=args.trials, n_jobs=args.workers)
                 wall = time.perf_counter() - t0
                 overheads.append((wall - objective_s) / args.trials)
                 best, curve = math.inf, []

@@ -15,6 +15,12 @@
 // (TpeOptions/GpOptions::failed_as_worst), tpe_ignore_failed and
 // gp_ignore_failed ignore them, as Optuna does.
 //
+// --workers N --objective-ms M: N threads share the study (n_threads) and
+// each objective call sleeps M ms, so trials overlap as parallel training
+// runs do; tpe_no_liar leaves the running trials out (no constant liar),
+// gp_liar puts them in at the worst value seen (GpOptions::constant_liar,
+// off by default). Regret is then counted in trial-number order.
+//
 // LibTorch (through gp.hpp) before everything else, as tests/tune/gp_test.cpp.
 #include <trainkit/tune/samplers/gp.hpp>
 
@@ -28,10 +34,12 @@
 #include <functional>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <numbers>
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -104,13 +112,16 @@ struct Run {
   int64_t failed = 0;               // trials that failed (--fail-above)
 };
 
-double fail_above = 1;  // --fail-above: the objective fails above this fraction of x0's range
+double fail_above = 1;    // --fail-above: the objective fails above this fraction of x0's range
+int workers = 1;          // --workers: threads sharing the study
+double objective_ms = 0;  // --objective-ms: each objective call's sleep
 
 template <class S>
 Run run_study(S sampler, const TestFunction& fn, int64_t n_trials) {
   std::vector<std::string> names;
   for (size_t j = 0; j < fn.bounds.size(); ++j) names.push_back("x" + std::to_string(j));
   double objective_s = 0;
+  std::mutex objective_mutex;
   auto objective = [&](Trial& t) {
     std::vector<double> x;
     for (size_t j = 0; j < names.size(); ++j)
@@ -119,6 +130,9 @@ Run run_study(S sampler, const TestFunction& fn, int64_t n_trials) {
     if (x[0] > low + fail_above * (high - low)) throw std::runtime_error("a failing region");
     const auto start = Clock::now();
     const double v = fn.f(x);
+    if (objective_ms > 0)
+      std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(objective_ms));
+    std::lock_guard lock(objective_mutex);
     objective_s += std::chrono::duration<double>(Clock::now() - start).count();
     return v;
   };
@@ -126,9 +140,11 @@ Run run_study(S sampler, const TestFunction& fn, int64_t n_trials) {
               pruner::None{});
   const auto start = Clock::now();
   // heartbeat_s = 0: no heartbeat thread (one process, nothing to keep alive).
-  study.optimize(
-      objective,
-      {.n_trials = n_trials, .catch_exceptions = true, .heartbeat_s = 0, .log = nullptr});
+  study.optimize(objective, {.n_trials = n_trials,
+                             .n_threads = workers,
+                             .catch_exceptions = true,
+                             .heartbeat_s = 0,
+                             .log = nullptr});
   Run run;
   run.overhead_s = std::chrono::duration<double>(Clock::now() - start).count() - objective_s;
   auto trials = study.trials();
@@ -165,12 +181,20 @@ Run run_sampler(const std::string& sampler, uint64_t seed, const TestFunction& f
     o.failed_as_worst = false;
     return run_study(sampler::Tpe(std::move(o)), fn, n_trials);
   }
+  if (sampler == "tpe_no_liar") {
+    sampler::TpeOptions o;
+    o.seed = seed;
+    o.constant_liar = false;
+    return run_study(sampler::Tpe(std::move(o)), fn, n_trials);
+  }
   if (sampler == "gp") return run_study(sampler::Gp({.seed = seed}), fn, n_trials);
+  if (sampler == "gp_liar")
+    return run_study(sampler::Gp({.seed = seed, .constant_liar = true}), fn, n_trials);
   if (sampler == "gp_ignore_failed")
     return run_study(sampler::Gp({.seed = seed, .failed_as_worst = false}), fn, n_trials);
   std::fprintf(stderr,
-               "unknown sampler %s (random, halton, tpe, tpe_true_density, tpe_ignore_failed, gp, "
-               "gp_ignore_failed)\n",
+               "unknown sampler %s (random, halton, tpe, tpe_true_density, tpe_ignore_failed, "
+               "tpe_no_liar, gp, gp_ignore_failed, gp_liar)\n",
                sampler.c_str());
   std::exit(2);
 }
@@ -219,17 +243,22 @@ int main(int argc, char** argv) {
       json_path = value;
     } else if (arg == "--fail-above") {
       fail_above = std::stod(value);
+    } else if (arg == "--workers") {
+      workers = std::stoi(value);
+    } else if (arg == "--objective-ms") {
+      objective_ms = std::stod(value);
     } else {
       std::fprintf(stderr,
                    "usage: %s [--seeds S] [--trials N] [--functions branin,hartmann6,"
                    "rosenbrock10] [--samplers random,halton,tpe,gp] [--json out.json] "
-                   "[--fail-above F]\n",
+                   "[--fail-above F] [--workers N --objective-ms M]\n",
                    argv[0]);
       return 2;
     }
   }
 
-  nlohmann::json out = {{"source", "trainkit"}, {"seeds", seeds}, {"trials", n_trials}};
+  nlohmann::json out = {
+      {"source", "trainkit"}, {"seeds", seeds}, {"trials", n_trials}, {"workers", workers}};
   const auto known = all_functions();
   for (const auto& fname : functions) {
     const auto fn =
@@ -255,7 +284,7 @@ int main(int argc, char** argv) {
                                       {"overhead_ms_per_trial", overhead_ms}};
       std::ostringstream fields;
       fields << "\"function\": \"" << fname << "\", \"sampler\": \"" << sname
-             << "\", \"seeds\": " << seeds;
+             << "\", \"seeds\": " << seeds << ", \"workers\": " << workers;
       char buf[128];
       for (const int64_t budget : {25, 50, 100}) {
         if (budget > n_trials) continue;

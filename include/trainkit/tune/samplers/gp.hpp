@@ -377,8 +377,9 @@ struct GpOptions {
   double minimum_noise = detail::default_minimum_noise;  ///< the GP's noise-variance floor
   /// Other workers' running trials enter the model at the worst value seen
   /// (a pessimistic constant liar), so that parallel workers do not propose
-  /// the same point. One worker alone has no such trial: nothing changes.
-  bool constant_liar = true;
+  /// the same point. Off by default: with 2 and 4 workers it raised the
+  /// regret after 50 trials on Branin and Hartmann-6 (docs/benchmarks.md).
+  bool constant_liar = false;
   /// Failed trials enter the model at the worst value seen, so the sampler
   /// leaves a region where the objective fails (Optuna ignores them, and
   /// proposes the same failing point again: docs/benchmarks.md).
