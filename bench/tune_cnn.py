@@ -16,7 +16,7 @@ the epochs trained (the compute). Results append to a JSON-lines file, one
 line per (config, seed), so an interrupted run goes on where it stopped;
 then a markdown table of medians and quartiles over the seeds.
 
-  /usr/bin/python3 bench/tune_cnn.py build/release/examples/tune --seeds 5 --out cnn.jsonl
+  /usr/bin/python3 bench/tune_cnn.py build/demo/examples/tune --seeds 5 --out cnn.jsonl
 """
 import argparse
 import json

@@ -29,8 +29,10 @@ endif()
 
 configure_package_config_file(cmake/trainkitConfig.cmake.in
   "${PROJECT_BINARY_DIR}/trainkitConfig.cmake" INSTALL_DESTINATION "${TRAINKIT_CMAKE_DIR}")
+# 0.x: a minor version may break code written for the one before
+# (CHANGELOG.md), so find_package(trainkit 0.1) takes 0.1.y only.
 write_basic_package_version_file("${PROJECT_BINARY_DIR}/trainkitConfigVersion.cmake"
-  COMPATIBILITY SameMajorVersion ARCH_INDEPENDENT)
+  COMPATIBILITY SameMinorVersion ARCH_INDEPENDENT)
 install(FILES "${PROJECT_BINARY_DIR}/trainkitConfig.cmake"
               "${PROJECT_BINARY_DIR}/trainkitConfigVersion.cmake"
         DESTINATION "${TRAINKIT_CMAKE_DIR}")

@@ -32,6 +32,15 @@ struct Setup {
   data::TensorDataset train, val;
 };
 
+// One GPU per worker where there are GPUs: scripts/launch.sh --independent
+// gives each worker its LOCAL_RANK (more workers than GPUs share them).
+std::optional<torch::Device> worker_device() {
+  if (!torch::cuda::is_available()) return std::nullopt;
+  const int gpus = static_cast<int>(torch::cuda::device_count());
+  return torch::Device(torch::kCUDA,
+                       c10::DeviceIndex(parallel::Environment::detect().local_rank % gpus));
+}
+
 // One trial: suggest, train with pruning, return the best validation loss.
 double train_once(tune::Trial& trial, const Setup& s) {
   const double lr = trial.suggest_float("lr", 1e-4, 3e-2, {.log = true});
@@ -41,13 +50,10 @@ double train_once(tune::Trial& trial, const Setup& s) {
 
   torch::manual_seed(static_cast<uint64_t>(trial.number) + s.seed);
   SmallCnn model;
-  // One GPU per worker: scripts/launch.sh --independent sets LOCAL_RANK.
-  if (torch::cuda::is_available())
-    model->to(
-        torch::Device(torch::kCUDA, c10::DeviceIndex(parallel::Environment::detect().local_rank)));
   Trainer<optim::AdamW, sched::OneCycle> trainer(model,
                                                  {.optim = {.lr = lr, .weight_decay = weight_decay},
-                                                  .sched = {.max_lr = lr, .pct_start = pct_start}});
+                                                  .sched = {.max_lr = lr, .pct_start = pct_start},
+                                                  .parallel = {.device = worker_device()}});
   data::TensorBatches train(s.train, {.batch_size = batch_size,
                                       .shuffle = true,
                                       .seed = s.seed + static_cast<uint64_t>(trial.number)});

@@ -66,6 +66,7 @@ for ((rank = 0; rank < nproc; rank++)); do
   if [ -n "$independent" ]; then
     # a launcher above this one (torchrun, srun) must not make them ranks
     env -u RANK -u WORLD_SIZE -u MASTER_ADDR -u MASTER_PORT -u GROUP_RANK \
+      -u SLURM_PROCID -u SLURM_NTASKS -u SLURM_LOCALID \
       LOCAL_RANK=$rank LOCAL_WORLD_SIZE=$nproc "$@" &
   else
     RANK=$rank WORLD_SIZE=$nproc LOCAL_RANK=$rank LOCAL_WORLD_SIZE=$nproc \

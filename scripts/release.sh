@@ -20,6 +20,8 @@ release=OFF
 [ "$what" = tag ] && release=ON
 checked=$(cmake -DRELEASE=$release -P tests/package/versions.cmake) || exit 1
 echo "$checked"
+# the vcpkg port, built from the tag's checkout, must key its cache on it
+cmake -DCHECK=ON -P packaging/vcpkg/update_source_hash.cmake || exit 1
 [ "$what" = check ] && exit 0
 
 version=$(sed -n 's/^-- version \([0-9.]*\): .*/\1/p' <<<"$checked")

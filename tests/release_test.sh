@@ -7,10 +7,12 @@ source=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cd "$work"
-for f in scripts/release.sh tests/package/versions.cmake cmake/version.cmake \
-         include/trainkit/version.hpp packaging/vcpkg/ports/trainkit/vcpkg.json \
-         packaging/conan/conanfile.py CHANGELOG.md README.md; do
-  mkdir -p "$(dirname "$f")" && cp "$source/$f" "$f"
+# what versions.cmake and the vcpkg hash read
+mkdir -p scripts tests/package
+cp -r "$source/include" "$source/cmake" "$source/packaging" .
+for f in scripts/release.sh tests/package/versions.cmake CMakeLists.txt LICENSE CHANGELOG.md \
+         README.md; do
+  cp "$source/$f" "$f"
 done
 export GIT_AUTHOR_NAME=test GIT_AUTHOR_EMAIL=test@localhost GIT_COMMITTER_NAME=test \
        GIT_COMMITTER_EMAIL=test@localhost GIT_CONFIG_GLOBAL=/dev/null GIT_CONFIG_NOSYSTEM=1
@@ -25,12 +27,16 @@ expect_failure() {  # expect_failure MESSAGE: release.sh tag fails saying it
   echo "refused as expected: $1"
 }
 
+# The release as it is prepared: the first section unreleased (README still
+# names the last release's tag, or this version's before the first release).
 version=$(sed -n 's/^## \([0-9.]*\) .*/\1/p' CHANGELOG.md | head -1)
-if grep -q "^## $version (unreleased)$" CHANGELOG.md; then
-  expect_failure "is unreleased: date it to release it"
-  sed -i "s/^## $version (unreleased)$/## $version (2026-01-01)/" CHANGELOG.md
-  git commit -qam "date $version"
-fi
+sed -i "0,/^## $version (.*)$/s//## $version (unreleased)/" CHANGELOG.md
+git commit -qam "prepare $version" || true
+expect_failure "is unreleased: date it to release it"
+# Released: dated, and README's FetchContent line names its tag.
+sed -i "s/^## $version (unreleased)$/## $version (2026-01-01)/" CHANGELOG.md
+sed -i "s/\(FetchContent_Declare(trainkit .* GIT_TAG \)v[0-9.]*/\1v$version/" README.md
+git commit -qam "release $version"
 echo "dirty" >>README.md
 expect_failure "the working tree has changes"
 git checkout -q README.md

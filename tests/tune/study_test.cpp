@@ -316,6 +316,8 @@ TEST_CASE("a lost trial is judged by its process where pids compare, else by its
   CHECK(trials[0].state == TrialState::Running);
   CHECK(trials[1].state == TrialState::Fail);
   CHECK(trials[1].system_attrs.at("fail_reason").get<std::string>().find("no heartbeat for") == 0);
+  CHECK(trials[1].system_attrs.at("lost_worker") == true);  // samplers learn nothing from it
+  CHECK_FALSE(trials[1].failed_in_objective());
   if (!here.pid_space.empty()) {  // /proc says which pid space this is
     CHECK(trials[2].state == TrialState::Fail);
     CHECK(trials[2].system_attrs.at("fail_reason") == "its worker process is gone");

@@ -328,6 +328,51 @@ TEST_CASE("failed_as_worst steers TPE away from where trials failed - off, they 
     MESSAGE("draws near the failed points: " << counted << " counting them, " << ignored
                                              << " ignoring them");
     CHECK(counted < ignored / 2);
+    // failed for a lost worker, not by the objective: they say nothing of x
+    auto lost = failed;
+    for (size_t k = 30; k < 33; ++k) lost[k].system_attrs["lost_worker"] = true;
+    CHECK(draws_near_the_optimum(lost, {.multivariate = multivariate}) == ignored);
+  }
+}
+
+TEST_CASE("TPE leaves out running and failed values outside today's space") {
+  // The study's first trials drew c from five choices and x from [-10, 10];
+  // now c has three and x is in [-5, 5]. Trials that completed drew in range.
+  const CategoricalDistribution five{{"a", "b", "c", "d", "e"}}, three{{"a", "b", "c"}};
+  const FloatDistribution wide{-10, 10, false, std::nullopt}, narrow{-5, 5, false, std::nullopt};
+  std::vector<FrozenTrial> trials;
+  for (int64_t k = 0; k < 12; ++k) {
+    FrozenTrial t;
+    t.id = t.number = k;
+    t.state = TrialState::Complete;
+    t.params["c"] = Param{three, double(k % 3)};
+    t.params["x"] = Param{narrow, double(k % 7) - 3};
+    t.value = double(k);
+    trials.push_back(t);
+  }
+  for (const auto state : {TrialState::Fail, TrialState::Running}) {
+    FrozenTrial t;
+    t.id = t.number = static_cast<int64_t>(trials.size());
+    t.state = state;
+    t.params["c"] = Param{five, 4};  // "e": no index of today's choices
+    t.params["x"] = Param{wide, 8};
+    trials.push_back(t);
+  }
+  FrozenTrial me;
+  me.id = me.number = static_cast<int64_t>(trials.size());
+  me.state = TrialState::Running;
+  trials.push_back(me);
+  const StudyView view{Direction::Minimize, trials};
+  for (const bool multivariate : {false, true}) {
+    CAPTURE(multivariate);
+    const sampler::Tpe tpe({.seed = 1, .multivariate = multivariate});
+    double c = 0, x = 0;
+    CHECK_NOTHROW(c = multivariate ? tpe.sample_relative(view, me).at("c")
+                                   : tpe.sample(view, me, "c", three));
+    CHECK_NOTHROW(x = multivariate ? tpe.sample_relative(view, me).at("x")
+                                   : tpe.sample(view, me, "x", narrow));
+    CHECK(contains(three, c));
+    CHECK(contains(narrow, x));
   }
 }
 

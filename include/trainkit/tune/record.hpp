@@ -55,7 +55,9 @@ struct FrozenTrial {
   std::map<int64_t, double> intermediate;  ///< step -> reported value
   nlohmann::json user_attrs = nlohmann::json::object();
   /// trainkit's own notes: "fixed_params" of an enqueued trial, a pruner's
-  /// rung values, "prune_reason", "fail_reason", "worker", "retry_of".
+  /// rung values, "prune_reason", "fail_reason", "worker", "retry_of", and
+  /// "lost_worker" / "study_error" on a trial failed for its worker or the
+  /// study, not its objective.
   nlohmann::json system_attrs = nlohmann::json::object();
   double started_at = 0;   ///< seconds since the epoch (0 while waiting)
   double finished_at = 0;  ///< 0 until final
@@ -63,6 +65,12 @@ struct FrozenTrial {
   bool finished() const {
     return state == TrialState::Complete || state == TrialState::Pruned ||
            state == TrialState::Fail;
+  }
+  /// Failed by its objective (a throw or a NaN) at the parameters it drew:
+  /// not by a lost worker or the study's own error, which say nothing of them.
+  bool failed_in_objective() const {
+    return state == TrialState::Fail && !system_attrs.contains("lost_worker") &&
+           !system_attrs.contains("study_error");
   }
   std::optional<int64_t> last_step() const {
     if (intermediate.empty()) return std::nullopt;

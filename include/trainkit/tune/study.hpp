@@ -254,7 +254,8 @@ class Study final : private detail::TrialDriver {
           study.storage_->finish_trial(
               id, {TrialState::Fail,
                    std::nullopt,
-                   {{"fail_reason", "the study failed while running it (sampler or storage)"}}});
+                   {{"fail_reason", "the study failed while running it (sampler or storage)"},
+                    {"study_error", true}}});
         } catch (...) {  // the storage itself is failing: the heartbeat check will fail it
         }
       }
@@ -349,7 +350,7 @@ class Study final : private detail::TrialDriver {
       } else {
         continue;  // a worker that does not beat is judged by its process only
       }
-      TrialEnd end{TrialState::Fail, std::nullopt, {{"fail_reason", why}}};
+      TrialEnd end{TrialState::Fail, std::nullopt, {{"fail_reason", why}, {"lost_worker", true}}};
       const int retries = t.system_attrs.value("retries", 0);
       if (retries < o.retry_failed)
         end.retry = nlohmann::json{{"retry_of", t.number}, {"retries", retries + 1}};

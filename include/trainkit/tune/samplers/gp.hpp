@@ -380,8 +380,9 @@ struct GpOptions {
   /// the same point. Off by default: with 2 and 4 workers it raised the
   /// regret after 50 trials on Branin and Hartmann-6 (docs/benchmarks.md).
   bool constant_liar = false;
-  /// Failed trials enter the model at the worst value seen, so the sampler
-  /// leaves a region where the objective fails (Optuna ignores them, and
+  /// Trials their objective failed enter the model at the worst value seen
+  /// (not those failed for a lost worker), so the sampler leaves a region
+  /// where the objective fails (Optuna ignores them, and
   /// proposes the same failing point again: docs/benchmarks.md).
   bool failed_as_worst = true;
 };
@@ -456,6 +457,7 @@ class Gp {
     const double worst = *std::min_element(ys.begin(), ys.end());
     auto add_worst = [&](TrialState state) {
       for (const auto* t : view.with_state(state)) {
+        if (state == TrialState::Fail && !t->failed_in_objective()) continue;  // a lost worker
         const bool placed = std::all_of(names.begin(), names.end(), [&](const std::string& name) {
           const auto p = t->params.find(name);
           return p != t->params.end() && contains(space.at(name), p->second.internal);

@@ -470,7 +470,7 @@ inline TpeObservations tpe_observations(const StudyView& view,
         score = {1, 0};  // pruned before any report: last
       }
     } else if ((t.state == TrialState::Running && constant_liar) ||
-               (t.state == TrialState::Fail && failed_as_worst)) {
+               (failed_as_worst && t.failed_in_objective())) {
       score = {inf, sign * inf};
     } else {
       continue;
@@ -514,7 +514,9 @@ inline SearchSpace tpe_search_space(const StudyView& view) {
 
 namespace sampler {
 
-/// TPE's settings; the defaults are Optuna 3.1's.
+/// TPE's settings; the defaults are Optuna 3.1's but for constant_liar and
+/// failed_as_worst, which change nothing while no trial runs in parallel
+/// and none fails.
 struct TpeOptions {
   uint64_t seed = 0;                ///< with the trial number and name, seeds each draw
   int64_t n_startup_trials = 10;    ///< random draws until this many trials completed or pruned
@@ -529,10 +531,12 @@ struct TpeOptions {
   /// Running trials count as the worst result (Optuna's constant_liar), so
   /// parallel workers do not propose the same region at once. On by default,
   /// where Optuna's is off: one worker alone sees no running trial but the
-  /// one being sampled, which has no value yet, so nothing changes for it.
+  /// one being sampled, which has drawn nothing in the snapshot taken at its
+  /// start, so nothing changes for it.
   bool constant_liar = true;
-  /// Failed trials count as the worst result at the parameters they drew, so
-  /// the sampler leaves a region where the objective fails. Optuna ignores
+  /// Trials their objective failed count as the worst result at the
+  /// parameters they drew (not those failed for a lost worker), so the
+  /// sampler leaves a region where the objective fails. Optuna ignores
   /// them, and then keeps proposing where nothing has succeeded: with a
   /// failing region, 50 of 60 trials failed, against 13 (docs/benchmarks.md).
   bool failed_as_worst = true;
@@ -579,7 +583,10 @@ class Tpe {
     auto pick = [&](const std::vector<size_t>& idx) {
       detail::ParzenEstimator::Values out{{name, {}}};
       for (auto k : idx) {
-        if (values[k] && (!log || *values[k] > 0)) out[name].push_back(*values[k]);
+        // a running or failed trial's value counts only in the current range
+        if (values[k] && (!log || *values[k] > 0) &&
+            (!obs.scores[k].no_result() || contains(dist, *values[k])))
+          out[name].push_back(*values[k]);
       }
       return out;
     };
@@ -600,14 +607,16 @@ class Tpe {
     const auto n = obs.finished();
     if (n < options_.n_startup_trials) return {};
     const auto [below, above] = detail::tpe_split(obs.scores, options_.gamma(n));
-    // Every complete and pruned trial has every parameter of `space`; a
-    // running or failed one counts once it has them all.
+    // Every complete and pruned trial has every parameter of `space`, in
+    // range; a running or failed one counts once it has them all, in range.
     auto pick = [&](const std::vector<size_t>& idx) {
       detail::ParzenEstimator::Values out;
       for (const auto& name : names) out[name];
       for (auto k : idx) {
-        if (!std::all_of(names.begin(), names.end(),
-                         [&](const std::string& name) { return obs.values.at(name)[k]; }))
+        if (!std::all_of(names.begin(), names.end(), [&](const std::string& name) {
+              const auto& v = obs.values.at(name)[k];
+              return v && contains(space.at(name), *v);  // drawn under another range: left out
+            }))
           continue;
         for (const auto& name : names) out[name].push_back(*obs.values.at(name)[k]);
       }
