@@ -41,12 +41,14 @@ endif()
 string(STRIP "${commands}" quickstart_command)
 
 # Builds and runs the quick start in the fresh folder WORK/name, with
-# `cmake_lists` as its CMakeLists.txt and `command` (README's, adapted).
+# `cmake_lists` (if any) as its CMakeLists.txt and `command` (README's, adapted).
 function(run_quickstart name cmake_lists command)
   set(dir "${WORK}/${name}")
   file(MAKE_DIRECTORY "${dir}")
   file(COPY "${quickstart}/main.cpp" DESTINATION "${dir}")
-  file(WRITE "${dir}/CMakeLists.txt" "${cmake_lists}")
+  if(cmake_lists)  # the plain compiler line needs none
+    file(WRITE "${dir}/CMakeLists.txt" "${cmake_lists}")
+  endif()
   message(STATUS "quick start (${name}), in ${dir}: ${command}")
   execute_process(COMMAND sh -c "${command}" WORKING_DIRECTORY "${dir}"
                   RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)

@@ -20,6 +20,8 @@
 #include <trainkit/tune/samplers/random.hpp>
 #include <trainkit/tune/study.hpp>
 
+#include "planted_history.hpp"
+
 using namespace trainkit::tune;
 using trainkit::tune::detail::GaussianProcess;
 using trainkit::tune::detail::KernelParams;
@@ -286,32 +288,12 @@ TEST_CASE("gp: one worker alone - the constant liar changes nothing") {
 
 namespace {
 
-// (x - 1)^2 at 12 points over [-5, 5], complete; three trials at x = 0.9,
-// 1.0, 1.1 in state `others`; then the trial being sampled. How many of 20
-// seeds propose within 0.25 of the optimum with options `o`.
+// 12 complete trials (stride 5), three at the optimum in state `others`,
+// then the trial being sampled: how many of 20 seeds propose within 0.25 of
+// the optimum with options `o`.
 int proposals_near_the_optimum(TrialState others, sampler::GpOptions o) {
-  const FloatDistribution dist{-5, 5, false, std::nullopt};
-  std::vector<FrozenTrial> trials;
-  for (int64_t k = 0; k < 12; ++k) {
-    FrozenTrial t;
-    t.id = t.number = k;
-    t.state = TrialState::Complete;
-    const double x = -5 + 10.0 * double((k * 5) % 12) / 11.0;
-    t.params["x"] = Param{dist, x};
-    t.value = (x - 1) * (x - 1);
-    trials.push_back(t);
-  }
-  for (int64_t k = 0; k < 3; ++k) {
-    FrozenTrial t;
-    t.id = t.number = 12 + k;
-    t.state = others;
-    t.params["x"] = Param{dist, 1.0 + 0.1 * double(k - 1)};
-    trials.push_back(t);
-  }
-  FrozenTrial me;  // running, nothing drawn yet
-  me.id = me.number = 15;
-  me.state = TrialState::Running;
-  trials.push_back(me);
+  const auto trials = tk_tune_test::history_with_three_at_the_optimum(12, 5, others);
+  const FrozenTrial& me = trials.back();
   const StudyView view{Direction::Minimize, trials};
   int count = 0;
   for (uint64_t seed = 0; seed < 20; ++seed) {

@@ -15,6 +15,8 @@
 #include <trainkit/tune/samplers/tpe.hpp>
 #include <trainkit/tune/study.hpp>
 
+#include "planted_history.hpp"
+
 using namespace trainkit::tune;
 using nlohmann::json;
 
@@ -253,33 +255,9 @@ TEST_CASE("one worker alone: the constant liar changes nothing") {
 
 namespace {
 
-// (x - 1)^2 at 30 points spread over [-5, 5], complete; then three trials at
-// x = 0.9, 1.0, 1.1 (next to the optimum) in state `others`; then the trial
-// being sampled, running with nothing drawn.
+// 30 complete trials (stride 7), three at the optimum in state `others`, me.
 std::vector<FrozenTrial> history_with_three_at_the_optimum(TrialState others) {
-  const FloatDistribution dist{-5, 5, false, std::nullopt};
-  std::vector<FrozenTrial> trials;
-  for (int64_t k = 0; k < 30; ++k) {
-    FrozenTrial t;
-    t.id = t.number = k;
-    t.state = TrialState::Complete;
-    const double x = -5 + 10.0 * double((k * 7) % 30) / 29.0;
-    t.params["x"] = Param{dist, x};
-    t.value = (x - 1) * (x - 1);
-    trials.push_back(t);
-  }
-  for (int64_t k = 0; k < 3; ++k) {
-    FrozenTrial t;
-    t.id = t.number = 30 + k;
-    t.state = others;
-    t.params["x"] = Param{dist, 1.0 + 0.1 * double(k - 1)};
-    trials.push_back(t);
-  }
-  FrozenTrial me;
-  me.id = me.number = 33;
-  me.state = TrialState::Running;
-  trials.push_back(me);
-  return trials;
+  return tk_tune_test::history_with_three_at_the_optimum(30, 7, others);
 }
 
 // How many of 200 seeds draw x within 0.25 of the optimum.
