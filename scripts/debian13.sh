@@ -22,7 +22,8 @@ ROOT_PACKAGES=(g++ make clang libclang-rt-19-dev libomp-dev cmake ninja-build li
                python3-dev python3-setuptools
                doctest-dev nlohmann-json3-dev libcli11-dev zlib1g-dev libgloo-dev
                libxml2-dev libpng-dev pkgconf chromium git ca-certificates
-               libsqlite3-dev libpq-dev python3-optuna python3-scipy)
+               libsqlite3-dev libpq-dev python3-optuna python3-scipy
+               postgresql python3-psycopg2 python3-plotly)
 SUITE=trixie
 MIRROR=${TRAINKIT_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 CACHE=${TRAINKIT_CACHE_DIR:-/var/cache/trainkit}

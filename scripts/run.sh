@@ -24,9 +24,11 @@ DEMO_PACKAGES=(build-essential cmake ninja-build libtorch-dev libopenblas0-openm
                nlohmann-json3-dev libcli11-dev zlib1g-dev libgloo-dev)
 # libsqlite3-dev and libpq-dev: trainkit::tune's study storages; postgresql: the
 # server its PostgreSQL tests start (scripts/postgres.sh); python3-torch:
-# PyTorch's own launcher (torchrun) for the launch tests, and interop files.
+# PyTorch's own launcher (torchrun) for the launch tests, and interop files;
+# python3-optuna, -plotly, -psycopg2: Optuna 3.1 on trainkit's study databases.
 TEST_PACKAGES=(doctest-dev clang-format libxml2-dev libpng-dev chromium pkgconf git
-               debootstrap libsqlite3-dev libpq-dev postgresql python3-torch)
+               debootstrap libsqlite3-dev libpq-dev postgresql python3-torch
+               python3-optuna python3-plotly python3-psycopg2)
 
 install_missing() {
   local missing=()

@@ -20,24 +20,27 @@ struct StudyCell {
   const char* row;  // a WHERE clause that picks one row of the template
 };
 
-// What a study stores as text: distributions and attributes (JSON), numbers,
-// states, the direction; of a complete trial and a waiting one.
+// What a study stores in Optuna's tables: distributions and attributes
+// (JSON), numbers and their types, states, times, the direction; of a
+// complete trial and a waiting one.
 inline constexpr StudyCell study_cells[] = {
-    {"tune_studies", "direction", "name = 'fuzz'"},
-    {"tune_trials", "state", "number = 0"},
-    {"tune_trials", "value", "number = 0"},
-    {"tune_trials", "started_at", "number = 0"},
-    {"tune_trial_params", "distribution", "name = 'lr'"},
-    {"tune_trial_params", "internal", "name = 'lr'"},
-    {"tune_trial_params", "distribution", "name = 'layers'"},
-    {"tune_trial_params", "internal", "name = 'layers'"},
-    {"tune_trial_params", "distribution", "name = 'act'"},
-    {"tune_trial_params", "internal", "name = 'act'"},
-    {"tune_trial_values", "step", "step = 1"},
-    {"tune_trial_values", "value", "step = 1"},
-    {"tune_trial_attrs", "value", "kind = 'user' AND key = 'note'"},
-    {"tune_trial_attrs", "value", "kind = 'system' AND key = 'fixed_params'"},
-    {"tune_trials", "state", "number = 1"},
+    {"study_directions", "direction", "objective = 0"},
+    {"trials", "state", "number = 0"},
+    {"trials", "datetime_start", "number = 0"},
+    {"trial_values", "value", "objective = 0"},
+    {"trial_values", "value_type", "objective = 0"},
+    {"trial_params", "distribution_json", "param_name = 'lr'"},
+    {"trial_params", "param_value", "param_name = 'lr'"},
+    {"trial_params", "distribution_json", "param_name = 'layers'"},
+    {"trial_params", "param_value", "param_name = 'layers'"},
+    {"trial_params", "distribution_json", "param_name = 'act'"},
+    {"trial_params", "param_value", "param_name = 'act'"},
+    {"trial_intermediate_values", "step", "step = 1"},
+    {"trial_intermediate_values", "intermediate_value", "step = 1"},
+    {"trial_intermediate_values", "intermediate_value_type", "step = 1"},
+    {"trial_user_attributes", "value_json", "key = 'note'"},
+    {"trial_system_attributes", "value_json", "key = 'fixed_params'"},
+    {"trials", "state", "number = 1"},
 };
 
 struct StudyTemplate {

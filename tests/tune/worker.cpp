@@ -15,25 +15,11 @@
 
 #include <trainkit/tune/pruners/none.hpp>
 #include <trainkit/tune/samplers/random.hpp>
-#include <trainkit/tune/sqlite.hpp>
 #include <trainkit/tune/study.hpp>
-#if TRAINKIT_TUNE_HAS_POSTGRES
-#include <trainkit/tune/postgres.hpp>
-#endif
+
+#include "storage_spec.hpp"
 
 using namespace trainkit::tune;
-
-namespace {
-
-std::shared_ptr<Storage> open_storage(const std::string& spec) {
-  if (spec.rfind("sqlite:", 0) == 0) return std::make_shared<SqliteStorage>(spec.substr(7));
-#if TRAINKIT_TUNE_HAS_POSTGRES
-  if (spec.rfind("postgres:", 0) == 0) return std::make_shared<PostgresStorage>(spec.substr(9));
-#endif
-  throw trainkit::Error("tune_worker: unknown storage \"" + spec + "\"");
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 5) {
@@ -43,7 +29,7 @@ int main(int argc, char** argv) {
   }
   const std::string mode = argv[3];
   try {
-    Study study(open_storage(argv[1]), {.name = argv[2]}, sampler::Random({.seed = 11}),
+    Study study(tune_test::open_storage(argv[1]), {.name = argv[2]}, sampler::Random({.seed = 11}),
                 pruner::None{});
     study.optimize(
         [&](Trial& t) {

@@ -92,6 +92,8 @@ class PostgresConnection final : public SqlConnection {
     for (size_t k = 0; k < params.size(); ++k) {
       if (const auto* n = std::get_if<int64_t>(&params[k])) {
         texts[k] = std::to_string(*n);
+      } else if (const auto* x = std::get_if<double>(&params[k])) {
+        texts[k] = format_double(*x);  // exact: float8in reads it back to the same bits
       } else if (const auto* t = std::get_if<std::string>(&params[k])) {
         texts[k] = *t;
       } else {

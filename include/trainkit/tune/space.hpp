@@ -222,13 +222,73 @@ inline nlohmann::json to_json(const Distribution& dist) {
   return {{"type", "categorical"}, {"choices", std::get<CategoricalDistribution>(dist).choices}};
 }
 
-/// A distribution as `to_json` writes it. The JSON may come from a study
-/// database another program wrote: anything else is a trainkit::Error
+/// `dist` as Optuna stores it (`distribution_json` of its trial_params):
+/// {"name": "FloatDistribution", "attributes": {...}}.
+inline nlohmann::json to_optuna_json(const Distribution& dist) {
+  if (const auto* f = std::get_if<FloatDistribution>(&dist)) {
+    const nlohmann::json step = f->step ? nlohmann::json(*f->step) : nlohmann::json(nullptr);
+    return {{"name", "FloatDistribution"},
+            {"attributes", {{"step", step}, {"low", f->low}, {"high", f->high}, {"log", f->log}}}};
+  }
+  if (const auto* i = std::get_if<IntDistribution>(&dist)) {
+    return {
+        {"name", "IntDistribution"},
+        {"attributes", {{"log", i->log}, {"step", i->step}, {"low", i->low}, {"high", i->high}}}};
+  }
+  return {{"name", "CategoricalDistribution"},
+          {"attributes", {{"choices", std::get<CategoricalDistribution>(dist).choices}}}};
+}
+
+namespace detail {
+
+/// Optuna's stored form (its current classes and the ones before 3.0) in
+/// the short form `to_json` writes; other JSON as it is.
+inline nlohmann::json from_optuna_form(const nlohmann::json& j) {
+  if (!j.is_object() || !j.contains("name") || !j["name"].is_string() ||
+      !j.contains("attributes") || !j["attributes"].is_object()) {
+    return j;
+  }
+  const auto& a = j["attributes"];
+  const auto name = j["name"].get<std::string>();
+  nlohmann::json out = nlohmann::json::object();
+  const auto copy = [&](const char* from, const char* to) {
+    if (a.contains(from) && !a[from].is_null()) out[to] = a[from];
+  };
+  copy("low", "low");
+  copy("high", "high");
+  if (name == "FloatDistribution" || name == "UniformDistribution" ||
+      name == "LogUniformDistribution" || name == "DiscreteUniformDistribution") {
+    out["type"] = "float";
+    copy("log", "log");
+    copy("step", "step");
+    copy("q", "step");
+    if (name == "LogUniformDistribution") out["log"] = true;
+  } else if (name == "IntDistribution" || name == "IntUniformDistribution" ||
+             name == "IntLogUniformDistribution") {
+    out["type"] = "int";
+    copy("log", "log");
+    copy("step", "step");
+    if (name == "IntLogUniformDistribution") out["log"] = true;
+  } else if (name == "CategoricalDistribution") {
+    out["type"] = "categorical";
+    copy("choices", "choices");
+  } else {
+    out["type"] = name;  // named in the error below
+  }
+  return out;
+}
+
+}  // namespace detail
+
+/// A distribution as `to_json` or `to_optuna_json` writes it (or as Optuna
+/// wrote it before 3.0: UniformDistribution and the like). The JSON may come
+/// from a study database another program wrote: anything else is a trainkit::Error
 /// naming what is wrong, never a JSON library's exception or a cast of a
 /// number no int64 holds.
-inline Distribution distribution_from_json(const nlohmann::json& j) {
+inline Distribution distribution_from_json(const nlohmann::json& stored) {
+  const auto j = detail::from_optuna_form(stored);
   const auto bad = [&](const std::string& why) {
-    return Error("trainkit: stored distribution " + detail::shown(j) + " " + why);
+    return Error("trainkit: stored distribution " + detail::shown(stored) + " " + why);
   };
   const auto field = [&](const char* key) -> const nlohmann::json* {
     const auto it = j.find(key);
@@ -256,7 +316,9 @@ inline Distribution distribution_from_json(const nlohmann::json& j) {
     return v && v->get<bool>();
   };
   if (!j.is_object() || !field("type") || !field("type")->is_string()) {
-    throw bad("is not one: accepted: an object whose \"type\" is float, int or categorical");
+    throw bad(
+        "is not one: accepted: an object whose \"type\" is float, int or categorical, or "
+        "Optuna's {\"name\": ..., \"attributes\": ...}");
   }
   const auto type = j.at("type").get<std::string>();
   if (type == "float") {
@@ -273,7 +335,9 @@ inline Distribution distribution_from_json(const nlohmann::json& j) {
     if (!choices || !choices->is_array()) throw bad("has no array \"choices\"");
     return CategoricalDistribution{choices->get<std::vector<nlohmann::json>>()};
   }
-  throw bad("is of unknown type \"" + type + "\"; accepted: float, int, categorical");
+  throw bad("is of unknown type \"" + type +
+            "\"; accepted: float, int, categorical (Optuna's FloatDistribution, IntDistribution, "
+            "CategoricalDistribution and their forms before 3.0)");
 }
 
 /// A parameter of a trial: where it was drawn from, and the draw.

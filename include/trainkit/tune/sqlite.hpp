@@ -97,6 +97,8 @@ class SqliteConnection final : public SqlConnection {
       int rc = SQLITE_OK;
       if (const auto* n = std::get_if<int64_t>(&params[k])) {
         rc = sqlite3_bind_int64(s, i, *n);
+      } else if (const auto* x = std::get_if<double>(&params[k])) {
+        rc = sqlite3_bind_double(s, i, *x);
       } else if (const auto* t = std::get_if<std::string>(&params[k])) {
         rc = sqlite3_bind_text(s, i, t->data(), static_cast<int>(t->size()), SQLITE_TRANSIENT);
       } else {
@@ -111,7 +113,12 @@ class SqliteConnection final : public SqlConnection {
       if (rc != SQLITE_ROW) fail(sql);
       SqlRow row(static_cast<size_t>(sqlite3_column_count(s)));
       for (int c = 0; c < static_cast<int>(row.size()); ++c) {
-        if (sqlite3_column_type(s, c) == SQLITE_NULL) continue;
+        const int type = sqlite3_column_type(s, c);
+        if (type == SQLITE_NULL) continue;
+        if (type == SQLITE_FLOAT) {  // SQLite's own text of a double keeps 15 digits
+          row[static_cast<size_t>(c)] = format_double(sqlite3_column_double(s, c));
+          continue;
+        }
         const auto* p = reinterpret_cast<const char*>(sqlite3_column_text(s, c));
         row[static_cast<size_t>(c)].emplace(p, static_cast<size_t>(sqlite3_column_bytes(s, c)));
       }

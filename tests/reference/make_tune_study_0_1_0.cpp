@@ -1,0 +1,60 @@
+// Writes tests/reference/tune_study_0_1_0.db: a study database in the schema
+// trainkit 0.1.0 wrote (its own tables, tune_*), which later versions
+// convert to Optuna's on open (storage_test.cpp). Built against v0.1.0's
+// headers, once:
+//   git worktree add /tmp/tk-0.1.0 v0.1.0
+//   g++ -std=c++20 -I /tmp/tk-0.1.0/include tests/reference/make_tune_study_0_1_0.cpp \
+//       -lsqlite3 -o /tmp/make_study && /tmp/make_study tests/reference/tune_study_0_1_0.db
+#include <cmath>
+#include <filesystem>
+#include <limits>
+
+#include <trainkit/tune/sqlite.hpp>
+
+using namespace trainkit::tune;
+
+int main(int argc, char** argv) {
+  if (argc != 2) return 2;
+  std::filesystem::remove(argv[1]);
+  SqliteStorage s(argv[1]);
+  const WorkerId me{"host", "", 4242, 5};
+  const double inf = std::numeric_limits<double>::infinity();
+  const auto study = s.create_study("legacy", Direction::Minimize, false);
+  // 0: complete, every kind of parameter, odd intermediate values and attrs.
+  auto t = *s.start_trial(study, me, std::nullopt, false);
+  s.set_param(t.id, "lr", {FloatDistribution{1e-5, 0.3, true, std::nullopt}, 0.1 + 0.2});
+  s.set_param(t.id, "grid", {FloatDistribution{0.1, 0.9, false, 0.1}, 0.30000000000000004});
+  s.set_param(t.id, "units", {IntDistribution{-3, 1000, 7, false}, 4});
+  s.set_param(t.id, "layers", {IntDistribution{1, 64, 1, true}, 17});
+  s.set_param(t.id, "choice", {CategoricalDistribution{{"a", 1, 2.5, true, nullptr}}, 3});
+  s.report(t.id, 0, 0.5);
+  s.report(t.id, 1, std::nan(""));
+  s.report(t.id, 2, inf);
+  s.report(t.id, 3, -inf);
+  s.set_user_attr(t.id, "note", {{"list", {1, "x"}}, {"nan", std::nan("")}, {"inf", inf}});
+  s.finish_trial(t.id, {TrialState::Complete, 0.125});
+  // 1: pruned with its last value; 2: failed, and enqueued again; 3: infinite.
+  t = *s.start_trial(study, me, std::nullopt, false);
+  s.set_param(t.id, "lr", {FloatDistribution{1e-5, 0.3, true, std::nullopt}, 0.01});
+  s.report(t.id, 0, 2.0);
+  s.finish_trial(t.id, {TrialState::Pruned, 2.0, {{"prune_reason", "rung 0"}}});
+  t = *s.start_trial(study, me, std::nullopt, false);
+  s.set_param(t.id, "lr", {FloatDistribution{1e-5, 0.3, true, std::nullopt}, 0.2});
+  s.finish_trial(t.id, {TrialState::Fail,
+                        std::nullopt,
+                        {{"fail_reason", "gone"}, {"lost_worker", true}},
+                        nlohmann::json{{"retry_of", 2}, {"retries", 1}}});
+  t = *s.start_trial(study, me, std::nullopt, true);  // claims the retry (number 3)
+  s.finish_trial(t.id, {TrialState::Complete, inf});
+  // 4: still running; 5: waiting.
+  t = *s.start_trial(study, me, std::nullopt, false);
+  s.set_param(t.id, "lr", {FloatDistribution{1e-5, 0.3, true, std::nullopt}, 0.05});
+  s.heartbeat(t.id);
+  s.enqueue_trial(study, {{"lr", 0.001}, {"choice", "a"}}, nlohmann::json::object());
+  // A second study, maximised, with a grid enqueued once.
+  const auto other = s.create_study("other", Direction::Maximize, false);
+  s.enqueue_trials_once(other, "grid:x", {{{"x", 1}}, {{"x", 2}}});
+  t = *s.start_trial(other, me, std::nullopt, false);
+  s.set_param(t.id, "x", {IntDistribution{1, 2, 1, false}, 1});
+  s.finish_trial(t.id, {TrialState::Complete, 7.0});
+}

@@ -1,0 +1,199 @@
+#!/usr/bin/env python3
+"""Python's Optuna and trainkit on one study database, both ways:
+  optuna_interop_test.py EXE sqlite FILE
+  optuna_interop_test.py EXE postgres URL      (postgresql://user@host:port/db)
+EXE is tune_optuna_interop (optuna_interop.cpp), which runs the same
+objective as below and dumps a study as trainkit reads it.
+1. trainkit runs a study; Optuna loads it and sees every trial as trainkit
+   does, finds the same best trial, makes its dataframe and plots, and
+   continues it (claiming trainkit's waiting trial); trainkit reads back
+   Optuna's trials as Optuna does.
+2. Optuna runs a study; trainkit reads it as Optuna does and continues it
+   (claiming Optuna's waiting trial); Optuna reads back trainkit's trials.
+"""
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import uuid
+
+import optuna
+from optuna.distributions import json_to_distribution
+
+optuna.logging.set_verbosity(optuna.logging.ERROR)  # not each failing trial
+EXE, KIND, WHERE = sys.argv[1:4]
+if KIND == "sqlite":
+    for leftover in (WHERE, WHERE + "-wal", WHERE + "-shm", WHERE + "-journal"):
+        if os.path.exists(leftover):
+            os.remove(leftover)  # a fresh database each run
+    URL, CPP_URL = "sqlite:///" + WHERE, "sqlite:" + WHERE
+else:
+    URL, CPP_URL = WHERE, "postgres:" + WHERE
+OPTUNA_3 = int(optuna.__version__.split(".")[0]) < 4
+_storage = []
+
+
+def storage():
+    """Optuna's storage, opened after trainkit made the database (an Optuna 3
+    that made it would write its own revision): Optuna 3 opens Optuna 4's
+    revision of the same tables when told not to check it."""
+    if not _storage:
+        _storage.append(optuna.storages.RDBStorage(URL, skip_compatibility_check=True)
+                        if OPTUNA_3 else URL)
+    return _storage[0]
+
+
+INF = float("inf")
+# Optuna 3's best trial on SQLite is an infinite one where any is: the NULL it
+# stores for an infinity sorts first (fixed in 4.0).
+BEST_IS_RIGHT = not (OPTUNA_3 and KIND == "sqlite")
+failures = []
+
+
+def check(ok, what):
+    if not ok:
+        failures.append(what)
+        print("FAILED:", what, file=sys.stderr)
+
+
+def number(x):  # as the C++ dump writes a number
+    if isinstance(x, float) and not math.isfinite(x):
+        return "NaN" if math.isnan(x) else ("Infinity" if x > 0 else "-Infinity")
+    return x
+
+
+def numbers(v):
+    if isinstance(v, dict):
+        return {k: numbers(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [numbers(x) for x in v]
+    return number(v)
+
+
+def seconds(t):  # a datetime Optuna read, as seconds since the epoch (0: none)
+    return t.timestamp() if t else 0
+
+
+def view(t):
+    """An Optuna FrozenTrial in the dump's form (the distributions apart)."""
+    return {
+        "number": t.number,
+        "state": t.state.name.lower(),
+        "value": number(t.value) if t.value is not None else None,
+        "params": numbers(t.params),
+        "intermediate": {str(k): number(v) for k, v in t.intermediate_values.items()},
+        "user_attrs": numbers(t.user_attrs),
+        "fixed_params": t.system_attrs.get("fixed_params"),
+    }
+
+
+def trainkit_reads(study_name):
+    with tempfile.NamedTemporaryFile(suffix=".json") as f:
+        subprocess.run([EXE, CPP_URL, study_name, "dump", f.name], check=True)
+        return json.load(open(f.name))
+
+
+def same_trials(study_name, what):
+    """Optuna's and trainkit's reading of the study agree, trial by trial."""
+    ours = optuna.load_study(study_name=study_name, storage=storage()).trials
+    theirs = trainkit_reads(study_name)
+    check(len(ours) == len(theirs), f"{what}: {len(ours)} trials in Optuna, {len(theirs)} in trainkit")
+    for o, t in zip(ours, theirs):
+        mine = view(o)
+        for key, value in mine.items():
+            check(value == t[key], f"{what}: trial {o.number} {key}: Optuna {value!r}, trainkit {t[key]!r}")
+        for name, d in o.distributions.items():
+            check(json_to_distribution(json.dumps(t["distributions"][name])) == d,
+                  f"{what}: trial {o.number} distribution of {name}")
+        for key, at in (("started", o.datetime_start), ("finished", o.datetime_complete)):
+            check(abs(seconds(at) - t[key]) < 2e-3, f"{what}: trial {o.number} {key}: {at} vs {t[key]}")
+    return ours, theirs
+
+
+def objective(trial):
+    """optuna_interop.cpp's objective, in Python."""
+    x = trial.suggest_float("x", -5, 5)
+    lr = trial.suggest_float("lr", 1e-5, 1, log=True)
+    frac = trial.suggest_float("frac", 0, 1, step=0.25)
+    n = trial.suggest_int("n", 1, 9, step=2)
+    layers = trial.suggest_int("layers", 1, 64, log=True)
+    opt = trial.suggest_categorical("opt", ["adam", "sgd", None, True, 2.5])
+    value = x * x + math.log10(lr) ** 2 / 25 + frac + (n + layers) / 100 + (0 if opt == "adam" else 0.5)
+    trial.set_user_attr("by", {"lib": "optuna", "odd": [INF, float("nan")]})
+    trial.report(value + 1, 0)
+    trial.report(INF if trial.number % 2 else -INF, 1)
+    trial.report(float("nan"), 2)
+    trial.report(value, 3)
+    if trial.number % 5 == 2:
+        raise optuna.TrialPruned()
+    if trial.number % 5 == 3:
+        raise RuntimeError("failed by number")
+    return INF if trial.number % 5 == 4 else value
+
+
+def best_of(dump):
+    done = [t for t in dump if t["state"] == "complete" and isinstance(t["value"], float)]
+    return min(done, key=lambda t: t["value"])
+
+
+def from_trainkit():
+    name = "from-trainkit-" + uuid.uuid4().hex
+    subprocess.run([EXE, CPP_URL, name, "run", "10"], check=True)
+    if KIND == "sqlite":  # written by trainkit as Optuna 4 writes it, and opened as it is
+        import sqlite3
+        revision = sqlite3.connect(WHERE).execute("SELECT version_num FROM alembic_version").fetchall()
+        check(revision == [("v3.2.0.a",)], f"alembic revision {revision}")
+    ours, theirs = same_trials(name, "trainkit's study")
+    states = [t["state"] for t in theirs]
+    check(states.count("complete") == 6 and states.count("pruned") == 2 and states.count("fail") == 2
+          and states[-1] == "waiting", f"trainkit's study states {states}")
+    study = optuna.load_study(study_name=name, storage=storage())
+    check(study.direction == optuna.study.StudyDirection.MINIMIZE, "direction")
+    best = best_of(theirs)
+    check(not BEST_IS_RIGHT or study.best_trial.number == best["number"], "best trial")
+    check(not BEST_IS_RIGHT or numbers(study.best_params) == best["params"], "best params")
+    frame = study.trials_dataframe()
+    check(len(frame) == 11 and "params_lr" in frame and "user_attrs_by" in frame, "dataframe")
+    import optuna.visualization as vis
+    for plot in (vis.plot_optimization_history(study), vis.plot_intermediate_values(study),
+                 vis.plot_slice(study), vis.plot_parallel_coordinate(study),
+                 vis.plot_contour(study, params=["x", "lr"]), vis.plot_edf(study)):
+        check(len(plot.data) > 0, f"plot {plot.layout.title.text} has no data")
+    # Optuna continues trainkit's study: its waiting trial first.
+    study.optimize(objective, n_trials=4, catch=(RuntimeError,))
+    ours, theirs = same_trials(name, "trainkit's study continued by Optuna")
+    check(len(ours) == 14 and ours[10].params["x"] == 0.5 and ours[10].params["opt"] is None
+          and ours[10].state.name == "COMPLETE", "Optuna ran trainkit's enqueued trial with its values")
+
+
+def from_optuna():
+    name = "from-optuna-" + uuid.uuid4().hex
+    study = optuna.create_study(study_name=name, storage=storage(),
+                                sampler=optuna.samplers.TPESampler(seed=3, n_startup_trials=4))
+    study.optimize(objective, n_trials=8, catch=(RuntimeError,))
+    study.enqueue_trial({"x": -1.5, "opt": "sgd"}, user_attrs={"queued": True})
+    same_trials(name, "Optuna's study")
+    # trainkit continues it: the waiting trial first, then its own.
+    subprocess.run([EXE, CPP_URL, name, "run", "5"], check=True)
+    ours, theirs = same_trials(name, "Optuna's study continued by trainkit")
+    check(len(ours) == 14, f"{len(ours)} trials after trainkit's 5 and its enqueued one")
+    check([t.number for t in ours] == list(range(14)), "numbers are dense")
+    claimed = ours[8]
+    check(claimed.params["x"] == -1.5 and claimed.params["opt"] == "sgd"
+          and claimed.user_attrs.get("queued") is True, "trainkit ran Optuna's enqueued trial with its values")
+    study = optuna.load_study(study_name=name, storage=storage())
+    check(not BEST_IS_RIGHT or study.best_trial.number == best_of(theirs)["number"],
+          "best trial after trainkit's")
+    study.optimize(objective, n_trials=1, catch=(RuntimeError,))  # and Optuna goes on after trainkit
+    check(len(study.trials) == 14 and study.trials[13].params["x"] == 0.5
+          and study.trials[13].state.name == "FAIL", "Optuna ran trainkit's enqueued trial (number 13 fails)")
+
+
+print("optuna", optuna.__version__, "on", KIND)
+from_trainkit()
+from_optuna()
+if failures:
+    sys.exit(f"{len(failures)} checks failed")
+print("all checks passed")
