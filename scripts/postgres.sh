@@ -33,15 +33,18 @@ if [ $root -eq 1 ] && ! id postgres >/dev/null 2>&1; then
   echo "postgres.sh: running as root needs the \`postgres\` user (Debian's postgresql package makes it)" >&2
   exit 1
 fi
+as_postgres() {  # util-linux's setpriv: Debian 13's minimal root has no runuser
+  setpriv --reuid=postgres --regid=postgres --init-groups -- "$@"
+}
 as_server() {  # in the server's folder: the user may not be allowed in the caller's
-  if [ $root -eq 1 ]; then (cd "$dir" && runuser -u postgres -- "$@"); else (cd "$dir" && "$@"); fi
+  if [ $root -eq 1 ]; then (cd "$dir" && as_postgres "$@"); else (cd "$dir" && "$@"); fi
 }
 
 mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
 if [ $root -eq 1 ]; then
   chown postgres: "$dir"
-  if ! runuser -u postgres -- test -w "$dir"; then
+  if ! as_postgres test -w "$dir"; then
     dir=${TMPDIR:-/tmp}/trainkit-postgres-$(printf '%s' "$dir" | sha256sum | cut -c1-12)
     mkdir -p "$dir"
     chown postgres: "$dir"
