@@ -105,7 +105,8 @@ def main():
     print("| function | sampler | seeds x trials | regret @25 | regret @50 | regret @100 "
           "| overhead ms/trial |")
     print("|---|---|---|---|---|---|---|")
-    order = ["tk_random", "tk_halton", "tk_tpe", "tk_tpe_true_density", "tk_gp", "optuna_random", "optuna_tpe",
+    order = ["tk_random", "tk_halton", "tk_tpe", "tk_tpe_true_density", "tk_tpe_multivariate", "tk_tpe_group",
+             "tk_gp", "tk_gp_group", "optuna_random", "optuna_tpe", "optuna_tpe_multivariate", "optuna_tpe_group",
              "optuna_gp"]
     for fname, per in data.items():
         names = sorted((s for s in per if s != "optimum"),
@@ -124,7 +125,10 @@ def main():
 
     pairs = [("tk_tpe", "optuna_tpe"), ("tk_tpe_true_density", "optuna_tpe"), ("tk_gp", "optuna_tpe"), ("tk_gp", "optuna_gp"),
              ("tk_tpe", "tk_random"), ("tk_halton", "tk_random"), ("tk_gp", "tk_random"),
-             ("optuna_tpe", "optuna_random"), ("tk_random", "optuna_random")]
+             ("optuna_tpe", "optuna_random"), ("tk_random", "optuna_random"),
+             ("tk_tpe_group", "optuna_tpe_group"), ("tk_tpe_multivariate", "optuna_tpe_multivariate"),
+             ("tk_tpe_group", "tk_tpe_multivariate"), ("optuna_tpe_group", "optuna_tpe_multivariate"),
+             ("tk_tpe_group", "tk_tpe"), ("tk_gp_group", "tk_gp"), ("tk_gp_group", "optuna_tpe_group")]
     print()
     print("Ratio: median regret of A / of B (below 1: A better). p(A better), p(A worse): "
           "one-sided Mann-Whitney U over the seeds.")

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Optuna's samplers on the functions of bench_tune_samplers (Branin,
-Hartmann-6, Rosenbrock-10), same budgets and seeds, same JSON: the per-seed
-best-so-far curves that bench/tune_compare.py reads.
+Hartmann-6, Rosenbrock-10, the conditional space), same budgets and seeds,
+same JSON: the per-seed best-so-far curves that bench/tune_compare.py reads.
+optuna_tpe_multivariate and optuna_tpe_group: TPESampler(multivariate=True),
+without and with group=True.
 
   /usr/bin/python3 bench/tune_optuna.py --seeds 20 --trials 100 --json optuna.json
 
@@ -14,6 +16,7 @@ import json
 import math
 import sys
 import time
+import warnings
 
 import optuna
 
@@ -43,18 +46,34 @@ def rosenbrock(x):
     return sum(100 * (x[i + 1] - x[i] ** 2) ** 2 + (1 - x[i]) ** 2 for i in range(len(x) - 1))
 
 
+def conditional(trial):
+    """bench/tune_samplers.cpp's conditional space, suggested the same way."""
+    branch = trial.suggest_categorical("branch", ["branin", "hartmann", "quadratic"])
+    if branch == "branin":
+        return branin([trial.suggest_float("branin_x0", -5, 10), trial.suggest_float("branin_x1", 0, 15)])
+    if branch == "hartmann":
+        return hartmann6([trial.suggest_float(f"hartmann_x{j}", 0, 1) for j in range(6)]) + 4
+    n = trial.suggest_int("quadratic_n", 1, 32, log=True)
+    lr = trial.suggest_float("quadratic_lr", 1e-5, 1, log=True)
+    return (math.log10(lr) + 3) ** 2 + (math.log2(n) - 3) ** 2 / 4 + 2
+
+
 # Optima to double precision: a rounded one puts a floor under the regret
 # (0.397887 under Branin's at 3.6e-7, which the GP reaches).
 FUNCTIONS = {  # name: (function, bounds per dimension, optimum)
     "branin": (branin, [(-5.0, 10.0), (0.0, 15.0)], 0.39788735772973816),
     "hartmann6": (hartmann6, [(0.0, 1.0)] * 6, -3.3223680114155147),
     "rosenbrock10": (rosenbrock, [(-2.048, 2.048)] * 10, 0.0),
+    "conditional": (None, [], 0.39788735772973816),  # define-by-run: conditional(trial)
 }
 
 
 def make_sampler(name, seed):
     if name == "optuna_tpe":
         return optuna.samplers.TPESampler(seed=seed)
+    if name in ("optuna_tpe_multivariate", "optuna_tpe_group"):
+        return optuna.samplers.TPESampler(seed=seed, multivariate=True,
+                                          group=name == "optuna_tpe_group")
     if name == "optuna_tpe_liar":
         return optuna.samplers.TPESampler(seed=seed, constant_liar=True)
     if name == "optuna_random":
@@ -81,7 +100,8 @@ def main():
     samplers = args.samplers.split(",") if args.samplers else (
         ["optuna_tpe", "optuna_random"] +
         (["optuna_gp"] if hasattr(optuna.samplers, "GPSampler") else []))
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    optuna.logging.set_verbosity(optuna.logging.ERROR)  # not multivariate's "sampled independently"
+    warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
 
     out = {"source": "optuna " + optuna.__version__, "seeds": args.seeds,
            "trials": args.trials, "workers": args.workers, "results": {}}
@@ -96,9 +116,13 @@ def main():
 
                 def objective(trial):
                     nonlocal objective_s
-                    x = [trial.suggest_float(n, lo, hi) for n, (lo, hi) in zip(names, bounds)]
                     t0 = time.perf_counter()
-                    v = f(x)
+                    if f is None:
+                        v = conditional(trial)
+                    else:
+                        x = [trial.suggest_float(n, lo, hi) for n, (lo, hi) in zip(names, bounds)]
+                        t0 = time.perf_counter()
+                        v = f(x)
                     if args.objective_ms > 0:
                         time.sleep(args.objective_ms / 1e3)
                     objective_s += time.perf_counter() - t0

@@ -358,6 +358,39 @@ TEST_CASE("gp: mixed spaces, maximisation and conditional parameters") {
   CHECK(best > -1.5);
 }
 
+TEST_CASE("gp: group fits each branch's parameters with a GP of its own") {
+  // Branch a: (x - 0.3)^2 over x; branch b: a constant over y. Without group
+  // only the branch is modelled and x is drawn at random.
+  const FloatDistribution unit{0, 1, false, std::nullopt};
+  const CategoricalDistribution branch{{"a", "b"}};
+  std::vector<FrozenTrial> trials;
+  for (int64_t k = 0; k < 16; ++k) {
+    FrozenTrial t;
+    t.id = t.number = k;
+    t.state = TrialState::Complete;
+    const bool in_a = k % 4 != 3;
+    t.params["branch"] = Param{branch, in_a ? 0.0 : 1.0};
+    const double x = static_cast<double>((k * 7) % 16) / 15;
+    t.params[in_a ? "x" : "y"] = Param{unit, x};
+    t.value = in_a ? (x - 0.3) * (x - 0.3) : 1.0;
+    trials.push_back(t);
+  }
+  FrozenTrial me;
+  me.id = me.number = 16;
+  trials.push_back(me);
+  const StudyView view{Direction::Minimize, trials};
+  CHECK(sampler::Gp({.n_startup_trials = 5}).sample_relative(view, me).size() == 1);
+  int near = 0;
+  for (uint64_t seed = 0; seed < 10; ++seed) {
+    const auto r =
+        sampler::Gp({.seed = seed, .n_startup_trials = 5, .group = true}).sample_relative(view, me);
+    CHECK(r.size() == 3);  // branch, x, y
+    near += std::abs(r.at("x") - 0.3) < 0.1;
+  }
+  MESSAGE("x within 0.1 of branch a's optimum: " << near << " of 10 (at random: about 2)");
+  CHECK(near >= 8);
+}
+
 TEST_CASE("gp: options are checked") {
   CHECK_THROWS_AS(sampler::Gp({.n_candidates = 0}), trainkit::Error);
   CHECK_THROWS_AS(sampler::Gp({.n_startup_trials = -1}), trainkit::Error);

@@ -148,4 +148,33 @@ inline SearchSpace intersection_search_space(const StudyView& view, bool include
   return space;
 }
 
+/// The parameters of complete (and, with `include_pruned`, pruned) trials
+/// split into groups that appear together: every such trial has each group
+/// whole or not at all (Optuna's group-decomposed search space, which
+/// multivariate TPE with `group` models one group at a time). In a
+/// conditional space: the branch choice, and each branch's own parameters.
+/// A parameter keeps the distribution of the first trial that has it.
+inline std::vector<SearchSpace> group_decomposed_search_space(const StudyView& view,
+                                                              bool include_pruned = false) {
+  std::vector<SearchSpace> groups;
+  for (const auto& t : view.trials) {
+    if (t.state != TrialState::Complete && !(include_pruned && t.state == TrialState::Pruned)) {
+      continue;
+    }
+    SearchSpace rest;  // this trial's parameters no group has yet
+    for (const auto& [name, p] : t.params) rest.emplace(name, p.distribution);
+    std::vector<SearchSpace> next;
+    for (const auto& g : groups) {  // each group splits into what this trial has and has not
+      SearchSpace in, out;
+      for (const auto& [name, dist] : g) (rest.erase(name) ? in : out).emplace(name, dist);
+      for (auto* part : {&in, &out}) {
+        if (!part->empty()) next.push_back(std::move(*part));
+      }
+    }
+    if (!rest.empty()) next.push_back(std::move(rest));
+    groups = std::move(next);
+  }
+  return groups;
+}
+
 }  // namespace trainkit::tune

@@ -385,6 +385,12 @@ struct GpOptions {
   /// where the objective fails (Optuna ignores them, and
   /// proposes the same failing point again: docs/benchmarks.md).
   bool failed_as_worst = true;
+  /// Model each group of parameters that appear together
+  /// (group_decomposed_search_space) with a GP of its own, fitted to the
+  /// trials that have it, instead of the intersection alone: a conditional
+  /// space's branch parameters are then modelled, not drawn at random (as
+  /// TpeOptions::group; Optuna's GPSampler has no such option).
+  bool group = false;
 };
 
 /// Optuna-4-style GP sampler: relative sampling over the intersection search
@@ -411,12 +417,37 @@ class Gp {
 
   std::map<std::string, double> sample_relative(const StudyView& view,
                                                 const FrozenTrial& trial) const {
-    SearchSpace space = intersection_search_space(view);
-    std::erase_if(space, [](const auto& kv) { return single_value(kv.second).has_value(); });
-    const auto complete = view.with_state(TrialState::Complete);
-    if (space.empty() || complete.empty() ||
-        static_cast<int64_t>(complete.size()) < options_.n_startup_trials)
+    if (static_cast<int64_t>(view.with_state(TrialState::Complete).size()) <
+        options_.n_startup_trials)
       return {};
+    const auto varying = [](SearchSpace space) {
+      std::erase_if(space, [](const auto& kv) { return single_value(kv.second).has_value(); });
+      return space;
+    };
+    if (!options_.group)
+      return sample_jointly(view, trial, varying(intersection_search_space(view)));
+    std::map<std::string, double> out;
+    for (const auto& space : group_decomposed_search_space(view))
+      out.merge(sample_jointly(view, trial, varying(space)));
+    return out;
+  }
+
+  const GpOptions& options() const { return options_; }
+
+ private:
+  // The parameters of `space` from one GP of the complete trials that have
+  // them all (in range).
+  std::map<std::string, double> sample_jointly(const StudyView& view, const FrozenTrial& trial,
+                                               const SearchSpace& space) const {
+    const auto has_space = [&](const FrozenTrial& t) {
+      return std::all_of(space.begin(), space.end(), [&](const auto& entry) {
+        const auto p = t.params.find(entry.first);
+        return p != t.params.end() && contains(entry.second, p->second.internal);
+      });
+    };
+    auto complete = view.with_state(TrialState::Complete);
+    std::erase_if(complete, [&](const FrozenTrial* t) { return !has_space(*t); });
+    if (space.empty() || complete.empty()) return {};
 
     std::vector<std::string> names;
     std::vector<detail::GpAxis> axes;
@@ -458,11 +489,8 @@ class Gp {
     auto add_worst = [&](TrialState state) {
       for (const auto* t : view.with_state(state)) {
         if (state == TrialState::Fail && !t->failed_in_objective()) continue;  // a lost worker
-        const bool placed = std::all_of(names.begin(), names.end(), [&](const std::string& name) {
-          const auto p = t->params.find(name);
-          return p != t->params.end() && contains(space.at(name), p->second.internal);
-        });
-        if (!placed) continue;  // the trial being sampled, or one that has not drawn yet
+        // Not the trial being sampled, nor one that has not drawn yet.
+        if (!has_space(*t)) continue;
         for (size_t j = 0; j < axes.size(); ++j)
           xs.push_back(axes[j].normalize(t->params.at(names[j]).internal));
         ys.push_back(worst);
@@ -481,7 +509,10 @@ class Gp {
       return detail::log_ei(m, v + 1e-12, incumbent);  // the 1e-12 keeps sqrt' finite
     };
 
-    detail::Rng rng(options_.seed, trial.number, "gp:acquisition");
+    // One stream per group (named by its first parameter); the intersection
+    // keeps the stream it always had.
+    detail::Rng rng(options_.seed, trial.number,
+                    options_.group ? "gp:acquisition:" + names.front() : "gp:acquisition");
     const auto best = maximize(acquisition, gp, axes, x_train[best_trial], rng);
     std::map<std::string, double> out;
     const auto b = best.contiguous();
@@ -490,9 +521,6 @@ class Gp {
     return out;
   }
 
-  const GpOptions& options() const { return options_; }
-
- private:
   // The acquisition's argmax in the unit box: the best of n_candidates
   // quasi-random points, then a local search (L-BFGS) from it, from others
   // picked in proportion to exp(acquisition) (Optuna's roulette) and from

@@ -518,10 +518,15 @@ namespace sampler {
 /// failed_as_worst, which change nothing while no trial runs in parallel
 /// and none fails.
 struct TpeOptions {
-  uint64_t seed = 0;                ///< with the trial number and name, seeds each draw
-  int64_t n_startup_trials = 10;    ///< random draws until this many trials completed or pruned
-  int64_t n_ei_candidates = 24;     ///< draws from l(x) among which the best l/g is taken
-  bool multivariate = false;        ///< model the intersection search space jointly
+  uint64_t seed = 0;              ///< with the trial number and name, seeds each draw
+  int64_t n_startup_trials = 10;  ///< random draws until this many trials completed or pruned
+  int64_t n_ei_candidates = 24;   ///< draws from l(x) among which the best l/g is taken
+  bool multivariate = false;      ///< model the intersection search space jointly
+  /// With multivariate: model each group of parameters that appear together
+  /// (group_decomposed_search_space) jointly, so a conditional space's
+  /// branch parameters are modelled too, not drawn at random (Optuna's
+  /// `group`). A group is modelled from the trials that have it.
+  bool group = false;
   double prior_weight = 1.0;        ///< the prior kernel's weight against an observation's
   bool consider_prior = true;       ///< a wide kernel (or uniform categorical) in each model
   bool consider_magic_clip = true;  ///< kernels no narrower than range / min(100, n + 1)
@@ -564,6 +569,8 @@ class Tpe {
                    "a function");
     require_option(static_cast<bool>(options_.weights), "TpeOptions.weights", std::string("empty"),
                    "a function");
+    require_option(!options_.group || options_.multivariate, "TpeOptions.group", true,
+                   "false unless multivariate is true (groups are modelled jointly)");
   }
 
   /// One parameter: random during startup, then from the univariate models
@@ -593,12 +600,31 @@ class Tpe {
     return choose(rng, pick(below), pick(above), {{name, dist}}).at(name);
   }
 
-  /// The intersection search space, jointly (multivariate mode after
-  /// startup); empty otherwise, so every parameter goes to `sample`.
+  /// The intersection search space (or with `group`, each group of it),
+  /// jointly (multivariate mode after startup); empty otherwise, so every
+  /// parameter goes to `sample`.
   std::map<std::string, double> sample_relative(const StudyView& view,
                                                 const FrozenTrial& trial) const {
     if (!options_.multivariate) return {};
-    const auto space = detail::tpe_search_space(view);
+    if (!options_.group) return sample_jointly(view, trial, detail::tpe_search_space(view));
+    std::map<std::string, double> out;
+    for (auto space : group_decomposed_search_space(view, /*include_pruned=*/true)) {
+      std::erase_if(space,
+                    [](const auto& entry) { return single_value(entry.second).has_value(); });
+      out.merge(sample_jointly(view, trial, space));
+    }
+    return out;
+  }
+
+  /// The settings this sampler was made with.
+  const TpeOptions& options() const { return options_; }
+
+ private:
+  // The parameters of `space` from one joint model of the trials that have
+  // them all (Optuna's _sample_relative: the below/above split ranks every
+  // trial, then keeps those).
+  std::map<std::string, double> sample_jointly(const StudyView& view, const FrozenTrial& trial,
+                                               const SearchSpace& space) const {
     if (space.empty()) return {};
     std::vector<std::string> names;
     for (const auto& [name, dist] : space) names.push_back(name);
@@ -622,14 +648,13 @@ class Tpe {
       }
       return out;
     };
-    detail::Rng rng(options_.seed, trial.number, "\x1ftpe.relative");
+    // One stream per group (named by its first parameter); the intersection
+    // keeps the stream it always had.
+    detail::Rng rng(options_.seed, trial.number,
+                    options_.group ? "\x1ftpe.relative:" + names.front() : "\x1ftpe.relative");
     return choose(rng, pick(below), pick(above), space);
   }
 
-  /// The settings this sampler was made with.
-  const TpeOptions& options() const { return options_; }
-
- private:
   // Of n_ei_candidates draws from l (below), the one with the highest l/g.
   std::map<std::string, double> choose(detail::Rng& rng,
                                        const detail::ParzenEstimator::Values& below,
