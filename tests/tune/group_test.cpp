@@ -59,11 +59,15 @@ TEST_CASE("groups of parameters that appear together are Optuna's") {
   CHECK(cases == 5);
 }
 
-TEST_CASE("TPE's group models a branch's own parameters, jointly") {
-  // One branch whose two parameters matter together: good where u and v are
-  // on the same side of 0.5, bad where not, so each one's marginal is the
-  // same among good and bad trials. Another branch with a parameter of its own.
-  const FloatDistribution unit{0, 1, false, std::nullopt};
+namespace {
+
+const FloatDistribution unit{0, 1, false, std::nullopt};
+
+// One branch whose two parameters matter together: good where u and v are
+// on the same side of 0.5, bad where not, so each one's marginal is the
+// same among good and bad trials. Another branch with a parameter of its
+// own, every trial of it at `b_value`; then the trial being sampled.
+std::vector<FrozenTrial> quadrant_history(double b_value) {
   const CategoricalDistribution branch{{"a", "b"}};
   std::vector<FrozenTrial> trials;
   int64_t i = 0;  // branch a's trials so far: they cycle through the four quadrants
@@ -82,13 +86,34 @@ TEST_CASE("TPE's group models a branch's own parameters, jointly") {
       t.value = (u == v ? 0.0 : 1.0) + 0.001 * static_cast<double>(k);
     } else {
       t.params["w"] = Param{unit, 0.5};
-      t.value = 2.0;
+      t.value = b_value;
     }
     trials.push_back(t);
   }
   FrozenTrial me;
   me.id = me.number = 64;
   trials.push_back(me);
+  return trials;
+}
+
+// Of 40 seeds, the joint draws of (u, v) in a good quadrant.
+int joint_draws_in_a_good_quadrant(const StudyView& view, const FrozenTrial& me) {
+  int joint = 0;
+  for (uint64_t seed = 0; seed < 40; ++seed) {
+    sampler::TpeOptions g;
+    g.seed = seed;
+    g.multivariate = g.group = true;
+    const auto r = sampler::Tpe(g).sample_relative(view, me);
+    joint += (r.at("u") < 0.5) == (r.at("v") < 0.5);
+  }
+  return joint;
+}
+
+}  // namespace
+
+TEST_CASE("TPE's group models a branch's own parameters, jointly") {
+  const auto trials = quadrant_history(2.0);  // branch b: the worst
+  const FrozenTrial& me = trials.back();
   const StudyView view{Direction::Minimize, trials};
 
   sampler::TpeOptions o;
@@ -103,13 +128,9 @@ TEST_CASE("TPE's group models a branch's own parameters, jointly") {
 
   // Over 40 draws: with group, (u, v) come from one joint model of the good
   // trials; without, each from its own marginal, alike for good and bad.
-  int joint = 0, marginal = 0;
+  const int joint = joint_draws_in_a_good_quadrant(view, me);
+  int marginal = 0;
   for (uint64_t seed = 0; seed < 40; ++seed) {
-    sampler::TpeOptions g;
-    g.seed = seed;
-    g.multivariate = g.group = true;
-    const auto r = sampler::Tpe(g).sample_relative(view, me);
-    joint += (r.at("u") < 0.5) == (r.at("v") < 0.5);
     sampler::TpeOptions m;
     m.seed = seed;
     m.multivariate = true;
@@ -121,6 +142,16 @@ TEST_CASE("TPE's group models a branch's own parameters, jointly") {
                                               << " one parameter at a time");
   CHECK(joint >= 34);
   CHECK(joint > marginal + 8);
+
+  // As Optuna: "below" is the best trials of the whole study, then those
+  // that have the group. With branch b the best, it holds none of branch
+  // a's, whose model is then the prior: (u, v) no longer favour a good
+  // quadrant (ranking branch a's trials alone would keep 40 of 40).
+  const auto b_best = quadrant_history(-1.0);
+  const int from_prior =
+      joint_draws_in_a_good_quadrant(StudyView{Direction::Minimize, b_best}, b_best.back());
+  MESSAGE("with branch b the best: " << from_prior << " of 40 in a good quadrant");
+  CHECK(from_prior <= 30);
 }
 
 TEST_CASE("TPE's group needs multivariate") {
