@@ -124,6 +124,12 @@ struct StudyView {
   }
 };
 
+/// Whether trial `t` is one the search spaces below are made from: a
+/// complete one, or with `include_pruned` a pruned one.
+inline bool defines_space(const FrozenTrial& t, bool include_pruned) {
+  return t.state == TrialState::Complete || (include_pruned && t.state == TrialState::Pruned);
+}
+
 /// The parameters every complete trial (and, with `include_pruned`, every
 /// pruned one) has, with one distribution each: what a sampler can model
 /// jointly (Optuna's IntersectionSearchSpace). A parameter whose range
@@ -132,9 +138,7 @@ inline SearchSpace intersection_search_space(const StudyView& view, bool include
   SearchSpace space;
   bool first = true;
   for (const auto& t : view.trials) {
-    if (t.state != TrialState::Complete && !(include_pruned && t.state == TrialState::Pruned)) {
-      continue;
-    }
+    if (!defines_space(t, include_pruned)) continue;
     if (first) {
       for (const auto& [name, p] : t.params) space.emplace(name, p.distribution);
       first = false;
@@ -158,9 +162,7 @@ inline std::vector<SearchSpace> group_decomposed_search_space(const StudyView& v
                                                               bool include_pruned = false) {
   std::vector<SearchSpace> groups;
   for (const auto& t : view.trials) {
-    if (t.state != TrialState::Complete && !(include_pruned && t.state == TrialState::Pruned)) {
-      continue;
-    }
+    if (!defines_space(t, include_pruned)) continue;
     SearchSpace rest;  // this trial's parameters no group has yet
     for (const auto& [name, p] : t.params) rest.emplace(name, p.distribution);
     std::vector<SearchSpace> next;

@@ -161,6 +161,12 @@ inline std::optional<double> single_value(const Distribution& dist) {
   return *cardinality(dist) == 1 ? std::optional(static_cast<double>(i.low)) : std::nullopt;
 }
 
+/// `space` without its single-value distributions: what a sampler models.
+inline std::map<std::string, Distribution> varying(std::map<std::string, Distribution> space) {
+  std::erase_if(space, [](const auto& entry) { return single_value(entry.second).has_value(); });
+  return space;
+}
+
 /// Rounds a real number to the nearest value `dist` can take (grids, ints,
 /// categorical indices), clamped to the bounds.
 inline double snap(const Distribution& dist, double x) {

@@ -146,8 +146,7 @@ inline std::string render_sql(std::string_view sql, SqlDialect dialect) {
 }
 
 /// The revisions of Optuna's schema this storage reads and writes: 4.x's
-/// (written in a new database), and 3.x's, whose tables are the same.
-inline constexpr std::string_view kOptunaRevision = "v3.2.0.a";
+/// (the first, written in a new database), and 3.x's, whose tables are the same.
 inline constexpr std::string_view kOptunaRevisions[] = {"v3.2.0.a", "v3.0.0.d"};
 /// Optuna's frozen `version_info.schema_version`.
 inline constexpr int64_t kOptunaSchemaVersion = 12;
@@ -387,13 +386,13 @@ inline nlohmann::json legacy_attr_from_text(const std::string& text, const std::
   return v;
 }
 
-/// Optuna's names of trainkit's states and directions (enum member names).
-inline std::string optuna_name(TrialState s) {
-  constexpr const char* names[] = {"WAITING", "RUNNING", "COMPLETE", "PRUNED", "FAIL"};
-  return names[static_cast<int>(s)];
-}
-inline std::string optuna_name(Direction d) {
-  return d == Direction::Minimize ? "MINIMIZE" : "MAXIMIZE";
+/// Optuna's names of trainkit's states and directions: its enum member
+/// names, trainkit's upper-cased ("complete" -> "COMPLETE").
+template <class E>
+std::string optuna_name(E e) {
+  std::string name = tune::to_string(e);
+  for (char& c : name) c = static_cast<char>(c - 'a' + 'A');
+  return name;
 }
 inline TrialState trial_state_from_optuna(const std::string& name) {
   for (const auto s : trial_states) {
@@ -597,7 +596,8 @@ class SqlStorage : public Storage {
           {kOptunaSchemaVersion, "trainkit " + std::to_string(TRAINKIT_VERSION_MAJOR) + "." +
                                      std::to_string(TRAINKIT_VERSION_MINOR) + "." +
                                      std::to_string(TRAINKIT_VERSION_PATCH)});
-        q("INSERT INTO alembic_version (version_num) VALUES ($1)", {std::string(kOptunaRevision)});
+        q("INSERT INTO alembic_version (version_num) VALUES ($1)",
+          {std::string(kOptunaRevisions[0])});
         if (has_table_now("tune_meta")) convert_legacy();
       });
     }
@@ -685,11 +685,11 @@ class SqlStorage : public Storage {
                   " objectives (Optuna's multi-objective study); trainkit's studies have one");
     }
     const auto& d = text(rows[0][0]);
-    if (d != "MINIMIZE" && d != "MAXIMIZE") {
-      throw Error("trainkit: study " + std::to_string(study) + " has direction " + d +
-                  "; accepted: MINIMIZE, MAXIMIZE");
+    for (const auto direction : {Direction::Minimize, Direction::Maximize}) {
+      if (d == optuna_name(direction)) return direction;
     }
-    return d == "MINIMIZE" ? Direction::Minimize : Direction::Maximize;
+    throw Error("trainkit: study " + std::to_string(study) + " has direction " + d +
+                "; accepted: MINIMIZE, MAXIMIZE");
   }
 
   // Holds the study row until commit: trial numbers and the budget are
@@ -766,11 +766,9 @@ class SqlStorage : public Storage {
 
   void set_attr(int64_t trial, std::string_view kind, const std::string& key,
                 const nlohmann::json& v) {
-    q(kind == "user"
-          ? "INSERT INTO trial_user_attributes (trial_id, \"key\", value_json) VALUES ($1, $2, "
-            "$3) ON CONFLICT (trial_id, \"key\") DO UPDATE SET value_json = excluded.value_json"
-          : "INSERT INTO trial_system_attributes (trial_id, \"key\", value_json) VALUES ($1, $2, "
-            "$3) ON CONFLICT (trial_id, \"key\") DO UPDATE SET value_json = excluded.value_json",
+    q("INSERT INTO trial_" + std::string(kind) +
+          "_attributes (trial_id, \"key\", value_json) VALUES ($1, $2, $3) ON CONFLICT "
+          "(trial_id, \"key\") DO UPDATE SET value_json = excluded.value_json",
       {trial, key, attr_text(v)});
   }
 

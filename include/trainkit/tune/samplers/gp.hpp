@@ -420,10 +420,6 @@ class Gp {
     if (static_cast<int64_t>(view.with_state(TrialState::Complete).size()) <
         options_.n_startup_trials)
       return {};
-    const auto varying = [](SearchSpace space) {
-      std::erase_if(space, [](const auto& kv) { return single_value(kv.second).has_value(); });
-      return space;
-    };
     if (!options_.group)
       return sample_jointly(view, trial, varying(intersection_search_space(view)));
     std::map<std::string, double> out;

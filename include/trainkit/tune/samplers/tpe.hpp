@@ -505,9 +505,7 @@ inline std::pair<std::vector<size_t>, std::vector<size_t>> tpe_split(
 /// pruned trial has with one distribution (Optuna's IntersectionSearchSpace
 /// with include_pruned), less those with a single value.
 inline SearchSpace tpe_search_space(const StudyView& view) {
-  auto space = intersection_search_space(view, /*include_pruned=*/true);
-  std::erase_if(space, [](const auto& entry) { return single_value(entry.second).has_value(); });
-  return space;
+  return varying(intersection_search_space(view, /*include_pruned=*/true));
 }
 
 }  // namespace detail
@@ -608,11 +606,8 @@ class Tpe {
     if (!options_.multivariate) return {};
     if (!options_.group) return sample_jointly(view, trial, detail::tpe_search_space(view));
     std::map<std::string, double> out;
-    for (auto space : group_decomposed_search_space(view, /*include_pruned=*/true)) {
-      std::erase_if(space,
-                    [](const auto& entry) { return single_value(entry.second).has_value(); });
-      out.merge(sample_jointly(view, trial, space));
-    }
+    for (const auto& space : group_decomposed_search_space(view, /*include_pruned=*/true))
+      out.merge(sample_jointly(view, trial, varying(space)));
     return out;
   }
 
