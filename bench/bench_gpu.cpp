@@ -4,11 +4,15 @@
 // bf16) and two overhead-bound cases (the tiny MLP 32-64-10 at batch 32, a
 // stack of 2 transformer encoder blocks at batch 8), each with eager steps
 // and with the whole step captured (parallel::CudaGraph); ResNet-10 also with
-// trainkit's fused batch norm + ReLU blocks (examples/resnet.hpp). One JSON
-// line per case and mode.
+// trainkit's fused batch norm + ReLU blocks (examples/resnet.hpp); the GPT
+// of examples/gpt.cpp, trained as that example trains it, at its own size and
+// at nanoGPT's Shakespeare-character size; and the data-serving case, where
+// the loader is the bottleneck (samples read from files and augmented by
+// 0-8 workers, pinned or not, feeding ResNet-10 at batch 256). One JSON line
+// per case and mode.
 //
-//   bench_gpu [--device cuda|cpu] [--cases resnet10,mlp,transformer]
-//             [--steps N] [--batch-scale F] [--peak-flops F]
+//   bench_gpu [--device cuda|cpu] [--cases resnet10,mlp,transformer,gpt,loader]
+//             [--steps N] [--batch-scale F] [--peak-flops F] [--loader-dir DIR]
 //
 // On a CPU (`--device cpu --batch-scale 0.01 --steps 3`) it is a smoke run:
 // graphs are emulated there, and the timings mean nothing.
@@ -17,15 +21,20 @@
 #include <trainkit/callbacks/throughput.hpp>
 #include <trainkit/trainkit.hpp>
 
+#include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "../examples/gpt.hpp"
 #include "../examples/resnet.hpp"
 #include "bench_util.hpp"
 
@@ -75,7 +84,8 @@ struct SmallTransformerImpl : nn::Module {
 TORCH_MODULE(SmallTransformer);
 
 struct Args {
-  std::string device = "cuda", cases = "resnet10,mlp,transformer";
+  std::string device = "cuda", cases = "resnet10,mlp,transformer,gpt,loader";
+  std::string loader_dir = "build/gpu/loader-data";
   int64_t steps = 50;
   double batch_scale = 1.0, peak_flops = 0.0;
 };
@@ -94,6 +104,8 @@ Args parse(int argc, char** argv) {
       a.batch_scale = std::stod(v);
     else if (k == "--peak-flops")
       a.peak_flops = std::stod(v);
+    else if (k == "--loader-dir")
+      a.loader_dir = v;
     else
       throw std::runtime_error("bench_gpu: unknown flag " + k);
   }
@@ -121,7 +133,7 @@ struct StepTimer {
 
 /// The kind of a CUDA kernel by its name (the same rules as
 /// bench/gpu_pytorch.py's kernel_kind).
-std::string kernel_kind(std::string name) {
+[[maybe_unused]] std::string kernel_kind(std::string name) {
   for (auto& ch : name) ch = char(std::tolower(static_cast<unsigned char>(ch)));
   const std::vector<std::pair<std::string, std::vector<std::string>>> kinds{
       {"batch norm", {"batch_norm", "batchnorm", "bn_", "welford", "layers::detail::cuda"}},
@@ -157,16 +169,25 @@ struct KernelProfile {
       return;
     }
     const auto result = prof::disableProfiler();
-    std::map<std::string, double> kinds;
+    std::map<std::string, double> kinds, names;
     double total = 0;
     for (const auto& e : result->events()) {
       if (e.deviceType() != c10::DeviceType::CUDA) continue;
       const double ms = double(e.durationNs()) / 1e6 / double(steps);
       kinds[kernel_kind(e.name())] += ms;
+      names[e.name().substr(0, 120)] += ms;
       total += ms;
     }
+    // the ten costliest kernels by name: where a kind's time goes
+    std::vector<std::pair<double, std::string>> top;
+    for (const auto& [name, ms] : names) top.emplace_back(ms, name);
+    std::sort(top.rbegin(), top.rend());
+    top.resize(std::min<size_t>(top.size(), 10));
+    nlohmann::json top_json = nlohmann::json::array();
+    for (const auto& [ms, name] : top) top_json.push_back({name, ms});
     fields = ", \"kernels_ms\": " + std::to_string(total) +
-             ", \"kernel_kinds_ms\": " + nlohmann::json(kinds).dump();
+             ", \"kernel_kinds_ms\": " + nlohmann::json(kinds).dump() +
+             ", \"top_kernels_ms\": " + top_json.dump();
 #endif
   }
 };
@@ -330,6 +351,160 @@ int64_t scaled(int64_t batch, double scale) {
   return std::max<int64_t>(2, static_cast<int64_t>(double(batch) * scale));
 }
 
+/// nanoGPT's estimate of a training step's flops per token (6 N + 12 L H Q T,
+/// N without the position embedding), as bench/gpu_pytorch.py counts them.
+double gpt_flops_per_token(const examples::Gpt& model) {
+  const auto& c = model->config;
+  double n = 0;
+  for (const auto& p : model->parameters()) n += double(p.numel());
+  n -= double(model->wpe->weight.numel());
+  return 6 * n + 12.0 * double(c.n_layer * c.n_head * (c.n_embd / c.n_head) * c.block_size);
+}
+
+struct GptCase {
+  std::string name;
+  examples::GptConfig config;
+  int64_t micro_batch;  ///< sequences per micro-batch, two per step
+};
+
+/// examples/gpt.cpp's training: AdamW (0.9, 0.95, weight decay 0.1 off for
+/// biases and norms, fused), warm-up + cosine, two micro-batches per step,
+/// clipping at norm 1, bf16 autocast; full-length random token batches.
+template <class Capture>
+void run_gpt(const GptCase& c, const Args& args) {
+  constexpr bool graph = std::is_same_v<Capture, capture::CudaGraph>;
+  const torch::Device device(args.device);
+  const int64_t warm = 5, profiled = 3, accumulate = 2;
+  torch::manual_seed(0);
+  examples::Gpt model(c.config);
+  examples::init_like_nanogpt(model);
+  using T = Trainer<optim::AdamW, sched::WarmupCosine, precision::Bf16, accumulate::Every<2>,
+                    clip::Norm, parallel::Single, Capture>;
+  typename T::Options o{
+      .optim = {.lr = 1e-3, .beta1 = 0.9, .beta2 = 0.95, .weight_decay = 0.1, .fused = true},
+      .sched = {.warmup_steps = 5, .start_factor = 0.05, .eta_min = 1e-4},
+      .clip = {.max_norm = 1.0},
+      .param_groups = {params::no_weight_decay()}};
+  o.parallel.device = device;
+  if constexpr (graph) o.capture.emulate = !device.is_cuda();
+  if (!TRAINKIT_HAS_FUSED_OPTIMIZERS) o.optim.fused.reset();
+  T trainer(model, o);
+  const int64_t B = scaled(c.micro_batch, args.batch_scale), L = c.config.block_size;
+  const auto ids = at::TensorOptions(device).dtype(at::kLong);
+  std::vector<examples::TokenBatch> distinct;
+  for (int i = 0; i < 4; ++i) {
+    distinct.push_back({{at::randint(0, c.config.vocab_size, {B, L}, ids),
+                         at::randint(0, c.config.vocab_size, {B, L}, ids)},
+                        at::ones({B, L}, ids.dtype(at::kBool)),
+                        at::full({B}, L, ids)});
+  }
+  std::vector<examples::TokenBatch> data;
+  for (int64_t i = 0; i < accumulate * (warm + args.steps + profiled); ++i)
+    data.push_back(distinct[i % distinct.size()]);
+  StepTimer timer{warm, args.steps, device};
+  KernelProfile profile{warm + args.steps, profiled, device};
+  trainer.fit(examples::LanguageModelling{}, data, {.epochs = 1}, timer, profile);
+  const double s = timer.seconds() / double(args.steps);
+  const double tokens_per_s = double(accumulate * B * L) / s;
+  std::ostringstream f;
+  f << "\"case\": \"" << c.name << "\", \"precision\": \"bf16\", \"mode\": \""
+    << (graph ? "graph" : "eager") << "\", \"device\": \"" << device.str()
+    << "\", \"batch\": " << accumulate * B << ", \"ms_per_step\": " << s * 1e3
+    << ", \"samples_per_s\": " << double(accumulate * B) / s
+    << ", \"tokens_per_s\": " << tokens_per_s << profile.fields;
+  if constexpr (graph) {
+    f << ", \"graph\": "
+      << nlohmann::json(trainer.graph_recorded() ? "recorded" : trainer.graph_fallback_reason())
+             .dump();
+  }
+  if (args.peak_flops > 0)
+    f << ", \"mfu\": " << gpt_flops_per_token(model) * tokens_per_s / args.peak_flops;
+  bench::report("gpu_" + c.name, f.str());
+}
+
+/// The data-serving case's samples: one file per CIFAR-10-shaped image
+/// (3x32x32 uint8, then a label byte), as bench/gpu_pytorch.py reads them.
+constexpr int64_t kImageBytes = 3 * 32 * 32;
+
+void write_image_files(const std::filesystem::path& dir, int64_t n) {
+  int64_t have = 0;
+  if (std::ifstream done(dir / "done"); done >> have && have >= n) return;
+  std::filesystem::create_directories(dir);
+  std::mt19937 rng(0);
+  std::string bytes(kImageBytes + 1, '\0');
+  for (int64_t i = 0; i < n; ++i) {
+    for (auto& b : bytes) b = char(rng() & 0xff);
+    bytes.back() = char(i % 10);
+    std::ofstream(dir / (std::to_string(i) + ".bin"), std::ios::binary) << bytes;
+  }
+  std::ofstream(dir / "done") << n << "\n";
+}
+
+struct ImageFiles {
+  std::filesystem::path dir;
+  int64_t n;
+  int64_t size() const { return n; }
+  data::Batch get(int64_t i) const {
+    const std::string bytes = io::read_file(dir / (std::to_string(i) + ".bin"));
+    auto image = at::empty({3, 32, 32}, at::kByte);
+    std::memcpy(image.data_ptr(), bytes.data(), kImageBytes);
+    return {image, at::scalar_tensor(int64_t(uint8_t(bytes[kImageBytes])), at::kLong)};
+  }
+};
+
+/// ResNet-10 (unfused, eager, bf16, fused AdamW) at batch 256 fed by the
+/// loader: files read and decoded in `workers` threads, cropped (padding 4),
+/// flipped and normalised there, pinned or not; the steps' rate against the
+/// same model on batches already in device memory (workers -1).
+void run_loader(const Args& args) {
+  const torch::Device device(args.device);
+  const int64_t batch = scaled(256, args.batch_scale), warm = 5;
+  const int64_t n = batch * (warm + args.steps);  // one epoch: no loader restart timed
+  write_image_files(args.loader_dir, n);
+  const ImageFiles files{args.loader_dir, n};
+  const auto augment = data::transforms::Compose(
+      data::transforms::RandomCrop{.size = 32, .padding = 4}, data::transforms::HorizontalFlip{},
+      data::transforms::Normalize{.mean = {0.49, 0.48, 0.45}, .std = {0.25, 0.24, 0.26}});
+  const auto one = [&](int64_t workers, bool pinned) {
+    torch::manual_seed(0);
+    examples::ResNet10<false> model;
+    using T = Trainer<optim::AdamW, sched::Constant, precision::Bf16>;
+    typename T::Options o{.optim = {.lr = 1e-3, .weight_decay = 5e-4, .fused = true},
+                          .device = {.channels_last = true}};
+    o.parallel.device = device;
+    if (!TRAINKIT_HAS_FUSED_OPTIMIZERS) o.optim.fused.reset();
+    T trainer(model, o);
+    StepTimer timer{warm, args.steps, device};
+    if (workers < 0) {  // the model's own rate: batches already on the device
+      std::vector<data::Batch> data;
+      for (int64_t i = 0; i < warm + args.steps; ++i) {
+        data.push_back({at::randn({batch, 3, 32, 32}, device),
+                        at::randint(0, 10, {batch}, at::TensorOptions(device).dtype(at::kLong))});
+      }
+      trainer.fit(task::Classification{}, data, {.epochs = 1}, timer);
+    } else {
+      data::Loader loader(files, data::RandomSampler({.size = n, .seed = 1}),
+                          {.batch_size = batch,
+                           .workers = workers,
+                           .drop_last = true,
+                           .device = device,
+                           .pin_memory = pinned,
+                           .transform = augment});
+      trainer.fit(task::Classification{}, loader, {.epochs = 1}, timer);
+    }
+    const double s = timer.seconds() / double(args.steps);
+    std::ostringstream f;
+    f << "\"case\": \"loader\", \"precision\": \"bf16\", \"mode\": \"loader\", \"workers\": "
+      << workers << ", \"pin_memory\": " << (pinned ? "true" : "false") << ", \"device\": \""
+      << device.str() << "\", \"batch\": " << batch << ", \"ms_per_step\": " << s * 1e3
+      << ", \"samples_per_s\": " << double(batch) / s;
+    bench::report("gpu_loader", f.str());
+  };
+  one(-1, false);
+  for (const int64_t workers : {0, 2, 4, 8})
+    for (const bool pinned : {true, false}) one(workers, pinned);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -351,5 +526,18 @@ int main(int argc, char** argv) {
   if (wants("transformer")) {
     run_modes<SmallTransformer>({"transformer", "fp32", {8, 32, 128}}, args);
   }
+  if (wants("gpt")) {
+    // examples/gpt.cpp's default model, and nanoGPT's Shakespeare-character one
+    const std::vector<GptCase> gpts{
+        {"gpt", {.vocab_size = 32, .block_size = 64, .n_layer = 4, .n_head = 4, .n_embd = 128}, 32},
+        {"gpt_char",
+         {.vocab_size = 65, .block_size = 256, .n_layer = 6, .n_head = 6, .n_embd = 384},
+         32}};
+    for (const auto& c : gpts) {
+      run_gpt<capture::None>(c, args);
+      run_gpt<capture::CudaGraph>(c, args);
+    }
+  }
+  if (wants("loader")) run_loader(args);
   return 0;
 }

@@ -150,9 +150,15 @@ gpu() {  # gpu [full]
   record "GPU benchmarks: batch-norm layers" gpu_bn_layers.jsonl \
     build/gpu/bench/bench_gpu --device cuda --cases bn_layers
   record "GPU benchmarks: PyTorch ($ways)" gpu_pytorch.jsonl \
-    python3 bench/gpu_pytorch.py --device cuda --peak-flops "$peak" --ways "$ways" --profile
+    python3 bench/gpu_pytorch.py --device cuda --peak-flops "$peak" --ways "$ways" --profile \
+    --cases resnet10,mlp,transformer,loader
+  # the GPT against torch.compile's default mode too (issue 33): 1-2 minutes
+  record "GPU benchmarks: PyTorch GPT" gpu_pytorch_gpt.jsonl \
+    python3 bench/gpu_pytorch.py --device cuda --peak-flops "$peak" --profile --cases gpt \
+    --ways "$([ -n "$full" ] && echo "$ways" || echo eager,fused,compile,reduce-overhead)"
   record "GPU benchmarks: table" gpu_table.md \
-    python3 bench/gpu_compare.py "$out/gpu_trainkit.jsonl" "$out/gpu_pytorch.jsonl"
+    python3 bench/gpu_compare.py "$out/gpu_trainkit.jsonl" "$out/gpu_pytorch.jsonl" \
+    "$out/gpu_pytorch_gpt.jsonl"
   if [ -n "$full" ]; then
     # The CPU suite as CI runs it (CUDA hidden: its cases compare with CPU
     # references). Packaging and the browser screenshot are CPU-side checks CI
