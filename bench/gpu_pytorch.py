@@ -29,7 +29,6 @@ kernels), by kind (bench/bench_gpu.cpp's kernel_kind, same rules).
 """
 import argparse
 import json
-import math
 import os
 import time
 
@@ -98,9 +97,8 @@ class CausalSelfAttention(nn.Module):
         D = C // self.n_head
         q, k, v = self.c_attn(x).split(C, 2)
         q, k, v = (t.view(B, T, self.n_head, D).transpose(1, 2) for t in (q, k, v))
-        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(D))
-        att = torch.softmax(att.masked_fill(allowed.logical_not(), float("-inf")), -1)
-        return self.c_proj((att @ v).transpose(1, 2).contiguous().view(B, T, C))
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)  # as examples/gpt.hpp
+        return self.c_proj(out.transpose(1, 2).contiguous().view(B, T, C))
 
 
 class GptBlock(nn.Module):

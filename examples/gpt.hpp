@@ -40,10 +40,18 @@ struct CausalSelfAttentionImpl : torch::nn::Module {
       return t.view({B, T, n_head, D}).transpose(1, 2);
     };
     const auto q = heads(qkv[0]), k = heads(qkv[1]), v = heads(qkv[2]);
+#if TORCH_VERSION_MAJOR >= 2
+    // PyTorch's fused attention, as nanoGPT uses it: on a GPU the (B, heads,
+    // T, T) scores stay on chip instead of passing through memory several
+    // times in float32 (docs/benchmarks.md, the GPT at nanoGPT's size)
+    const auto out = at::scaled_dot_product_attention(q, k, v, allowed);
+#else
     auto att = at::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(double(D)));
     att = at::softmax(
         att.masked_fill(allowed.logical_not(), -std::numeric_limits<double>::infinity()), -1);
-    return c_proj(at::matmul(att, v).transpose(1, 2).contiguous().view({B, T, C}));
+    const auto out = at::matmul(att, v);
+#endif
+    return c_proj(out.transpose(1, 2).contiguous().view({B, T, C}));
   }
   int64_t n_head;
   torch::nn::Linear c_attn{nullptr}, c_proj{nullptr};
