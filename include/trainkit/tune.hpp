@@ -7,6 +7,7 @@
 #include "trainkit/tune/pruners/asha.hpp"
 #include "trainkit/tune/pruners/none.hpp"
 #include "trainkit/tune/pruners/percentile.hpp"
+#include "trainkit/tune/pareto.hpp"
 #include "trainkit/tune/pruning.hpp"
 #include "trainkit/tune/report.hpp"
 #include "trainkit/tune/samplers/grid.hpp"
