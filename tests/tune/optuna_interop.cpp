@@ -3,6 +3,9 @@
 //   tune_optuna_interop STORAGE STUDY run N      N trials of the shared objective (TPE),
 //                                                 then one trial enqueued and left waiting
 //   tune_optuna_interop STORAGE STUDY dump FILE  the study as trainkit reads it, as JSON
+//   tune_optuna_interop STORAGE STUDY pareto N   N trials of the two-objective study
+//                                                 with a constraint (random sampler)
+//   tune_optuna_interop STORAGE STUDY dump-pareto FILE   that study, as dump writes
 // STORAGE is sqlite:PATH or postgres:CONNINFO. The objective is the one the
 // Python side runs: every kind of parameter, intermediate values with
 // infinities and NaN, attributes with non-finite numbers, and trials that
@@ -13,9 +16,13 @@
 #include <iostream>
 #include <limits>
 #include <memory>
+#include <set>
 #include <string>
+#include <vector>
 
+#include <trainkit/tune/pareto.hpp>
 #include <trainkit/tune/pruners/none.hpp>
+#include <trainkit/tune/samplers/random.hpp>
 #include <trainkit/tune/samplers/tpe.hpp>
 #include <trainkit/tune/study.hpp>
 
@@ -50,9 +57,14 @@ nlohmann::json dump(const FrozenTrial& t) {
   for (const auto& [step, v] : t.intermediate) intermediate[std::to_string(step)] = number(v);
   nlohmann::json fixed = nullptr;
   if (t.system_attrs.contains("fixed_params")) fixed = t.system_attrs["fixed_params"];
+  nlohmann::json values = nlohmann::json::array(), constraints = nullptr;
+  for (const double v : t.objective_values()) values.push_back(number(v));
+  if (const auto c = t.constraints()) constraints = *c;
   return {{"number", t.number},
           {"state", to_string(t.state)},
           {"value", t.value ? number(*t.value) : nlohmann::json(nullptr)},
+          {"values", values},
+          {"constraints", constraints},
           {"params", params},
           {"distributions", distributions},
           {"intermediate", intermediate},
@@ -72,11 +84,33 @@ int main(int argc, char** argv) {
   const std::string mode = argv[3];
   try {
     auto storage = tune_test::open_storage(argv[1]);
-    if (mode == "dump") {
-      const auto id = storage->create_study(argv[2], Direction::Minimize, true);
+    // the two-objective study's directions and objective, as the Python side's
+    const std::vector pareto{Direction::Minimize, Direction::Maximize};
+    if (mode == "dump" || mode == "dump-pareto") {
+      const auto directions = mode == "dump" ? std::vector{Direction::Minimize} : pareto;
+      const auto id = storage->create_study(argv[2], directions, true);
+      const auto trials = storage->trials(id);
+      std::set<int64_t> best;  // trainkit's best trials (the feasible Pareto front)
+      const StudyView view{directions[0], trials,
+                           directions.size() > 1 ? directions : std::vector<Direction>{}};
+      for (const auto* t : best_trials(view)) best.insert(t->number);
       nlohmann::json out = nlohmann::json::array();
-      for (const auto& t : storage->trials(id)) out.push_back(dump(t));
+      for (const auto& t : trials) {
+        out.push_back(dump(t));
+        out.back()["best"] = best.contains(t.number);
+      }
       std::ofstream(argv[4]) << out.dump(1) << "\n";
+      return 0;
+    }
+    if (mode == "pareto") {
+      Study study(storage, {.name = argv[2], .directions = pareto}, sampler::Random({.seed = 11}));
+      study.optimize(
+          [](Trial& t) -> std::vector<double> {
+            const double x = t.suggest_float("x", -3, 5), y = t.suggest_float("y", 0, 1);
+            t.set_constraints({y - 0.8});
+            return {x * x + y, -(x - 2) * (x - 2)};
+          },
+          {.n_trials = std::atoll(argv[4]), .log = nullptr});
       return 0;
     }
     Study study(storage, {.name = argv[2]}, sampler::Tpe({.seed = 7, .n_startup_trials = 4}),

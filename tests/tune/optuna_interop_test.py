@@ -10,6 +10,9 @@ objective as below and dumps a study as trainkit reads it.
    Optuna's trials as Optuna does.
 2. Optuna runs a study; trainkit reads it as Optuna does and continues it
    (claiming Optuna's waiting trial); Optuna reads back trainkit's trials.
+3. The same both ways for a study of two objectives with a constraint
+   (NSGA-II on Optuna's side): values, constraints, and the best trials
+   (the feasible Pareto front) that trainkit and Optuna 4 return.
 """
 import json
 import math
@@ -81,24 +84,27 @@ def view(t):
     return {
         "number": t.number,
         "state": t.state.name.lower(),
-        "value": number(t.value) if t.value is not None else None,
+        # (of several objectives, Optuna's trial has no `value`)
+        "value": number(t.values[0]) if t.values is not None and len(t.values) == 1 else None,
         "params": numbers(t.params),
         "intermediate": {str(k): number(v) for k, v in t.intermediate_values.items()},
         "user_attrs": numbers(t.user_attrs),
         "fixed_params": t.system_attrs.get("fixed_params"),
+        "values": numbers(list(t.values)) if t.values is not None else [],
+        "constraints": numbers(list(c)) if (c := t.system_attrs.get("constraints")) else None,
     }
 
 
-def trainkit_reads(study_name):
+def trainkit_reads(study_name, dump="dump"):
     with tempfile.NamedTemporaryFile(suffix=".json") as f:
-        subprocess.run([EXE, CPP_URL, study_name, "dump", f.name], check=True)
+        subprocess.run([EXE, CPP_URL, study_name, dump, f.name], check=True)
         return json.load(open(f.name))
 
 
-def same_trials(study_name, what):
+def same_trials(study_name, what, dump="dump"):
     """Optuna's and trainkit's reading of the study agree, trial by trial."""
     ours = optuna.load_study(study_name=study_name, storage=storage()).trials
-    theirs = trainkit_reads(study_name)
+    theirs = trainkit_reads(study_name, dump)
     check(len(ours) == len(theirs), f"{what}: {len(ours)} trials in Optuna, {len(theirs)} in trainkit")
     for o, t in zip(ours, theirs):
         mine = view(o)
@@ -195,9 +201,74 @@ def from_optuna():
           and study.trials[13].state.name == "FAIL", "Optuna ran trainkit's enqueued trial (number 13 fails)")
 
 
+PARETO = [optuna.study.StudyDirection.MINIMIZE, optuna.study.StudyDirection.MAXIMIZE]
+
+
+def pareto_objective(trial):
+    """optuna_interop.cpp's two objectives; the constraint is y <= 0.8."""
+    x = trial.suggest_float("x", -3, 5)
+    y = trial.suggest_float("y", 0, 1)
+    return x * x + y, -(x - 2) ** 2
+
+
+def pareto_constraints(trial):
+    return [trial.params["y"] - 0.8]
+
+
+def feasible_front(dump):
+    """The complete feasible trials no other one dominates, from a dump."""
+    done = [t for t in dump if t["state"] == "complete" and all(c <= 0 for c in t["constraints"])]
+    loss = {t["number"]: (t["values"][0], -t["values"][1]) for t in done}
+    beats = lambda a, b: all(x <= y for x, y in zip(a, b)) and a != b
+    return {n for n, v in loss.items() if not any(beats(w, v) for w in loss.values())}
+
+
+def same_best_trials(name, theirs, what):
+    front = feasible_front(theirs)
+    check(len(front) >= 2, f"{what}: a front of {len(front)} trials")
+    check({t["number"] for t in theirs if t["best"]} == front,
+          f"{what}: trainkit's best trials are the feasible Pareto front")
+    study = optuna.load_study(study_name=name, storage=storage())
+    check(study.directions == PARETO, f"{what}: directions {study.directions}")
+    if not OPTUNA_3:  # Optuna 3's best_trials leave the constraints out
+        check({t.number for t in study.best_trials} == front, f"{what}: Optuna's best_trials")
+
+
+def pareto_from_trainkit():
+    name = "pareto-trainkit-" + uuid.uuid4().hex
+    subprocess.run([EXE, CPP_URL, name, "pareto", "20"], check=True)
+    ours, theirs = same_trials(name, "trainkit's two-objective study", "dump-pareto")
+    check(len(ours) == 20 and all(len(t.values) == 2 for t in ours), "20 trials of two values")
+    same_best_trials(name, theirs, "trainkit's two-objective study")
+    study = optuna.load_study(study_name=name, storage=storage(), sampler=optuna.samplers.NSGAIISampler(
+        seed=2, population_size=10, constraints_func=pareto_constraints))
+    study.optimize(pareto_objective, n_trials=6)
+    ours, theirs = same_trials(name, "trainkit's two-objective study continued by Optuna",
+                               "dump-pareto")
+    same_best_trials(name, theirs, "trainkit's two-objective study continued by Optuna")
+
+
+def pareto_from_optuna():
+    name = "pareto-optuna-" + uuid.uuid4().hex
+    study = optuna.create_study(study_name=name, storage=storage(), directions=["minimize", "maximize"],
+                                sampler=optuna.samplers.NSGAIISampler(
+                                    seed=5, population_size=10, constraints_func=pareto_constraints))
+    study.optimize(pareto_objective, n_trials=16)
+    ours, theirs = same_trials(name, "Optuna's two-objective study", "dump-pareto")
+    check(all(t["constraints"] is not None for t in theirs), "trainkit reads Optuna's constraints")
+    same_best_trials(name, theirs, "Optuna's two-objective study")
+    subprocess.run([EXE, CPP_URL, name, "pareto", "4"], check=True)
+    ours, theirs = same_trials(name, "Optuna's two-objective study continued by trainkit",
+                               "dump-pareto")
+    check(len(ours) == 20, f"{len(ours)} trials after trainkit's 4")
+    same_best_trials(name, theirs, "Optuna's two-objective study continued by trainkit")
+
+
 print("optuna", optuna.__version__, "on", KIND)
 from_trainkit()
 from_optuna()
+pareto_from_trainkit()
+pareto_from_optuna()
 if failures:
     sys.exit(f"{len(failures)} checks failed")
 print("all checks passed")

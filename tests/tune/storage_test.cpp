@@ -321,6 +321,55 @@ void round_trip(const Backend& b) {
 }
 TUNE_STORAGE_CASE_IMPL("storage", "params, intermediates and attrs read back exactly", round_trip)
 
+void several_objectives(const Backend& b) {
+  auto s = b.open();
+  const auto name = unique_name("pareto");
+  const std::vector directions{Direction::Minimize, Direction::Maximize, Direction::Minimize};
+  const auto study = s->create_study(name, directions, false);
+  CHECK(b.open()->directions(study) == directions);
+  CHECK(error_of([&] { s->direction(study); }).find("has 3 objectives") != std::string::npos);
+  CHECK(error_of([&] {
+          s->create_study(name, std::vector{Direction::Minimize, Direction::Maximize}, true);
+        })
+            .find("stored with directions minimize, maximize, minimize, opened with minimize, "
+                  "maximize") != std::string::npos);
+  CHECK(error_of([&] {
+          s->create_study(unique_name("none"), std::vector<Direction>{}, false);
+        }).find("one direction per objective") != std::string::npos);
+  const double inf = std::numeric_limits<double>::infinity();
+  const std::vector<double> values{0.1 + 0.2, -inf, 1e300};
+  const auto done = *s->start_trial(study, me, std::nullopt, false);
+  const auto pruned = *s->start_trial(study, me, std::nullopt, false);
+  const auto wrong = *s->start_trial(study, me, std::nullopt, false);
+  CHECK(s->finish_trial(done.id, {.state = TrialState::Complete, .values = values}));
+  CHECK(s->finish_trial(pruned.id, {.state = TrialState::Pruned}));
+  // a value count that is not the study's is refused, and nothing is written
+  CHECK(error_of([&] {
+          s->finish_trial(wrong.id, {TrialState::Complete, 1.0});
+        }).find("study of 3 objectives ended with 1 value(s)") != std::string::npos);
+  CHECK(error_of([&] {
+          s->finish_trial(wrong.id, {.state = TrialState::Complete, .values = {1.0, 2.0}});
+        }).find("ended with 2 value(s)") != std::string::npos);
+  const auto trials = b.open()->trials(study);
+  REQUIRE(trials.size() == 3);
+  CHECK_FALSE(trials[0].value);
+  REQUIRE(trials[0].values.size() == 3);
+  for (size_t k = 0; k < 3; ++k) CHECK(same_bits(trials[0].values[k], values[k]));
+  CHECK(trials[0].objective_values() == values);
+  CHECK(trials[1].values.empty());
+  CHECK(trials[2].state == TrialState::Running);
+
+  // a study of one objective takes one value, never `values`
+  const auto one = s->create_study(unique_name("one"), Direction::Minimize, false);
+  CHECK(s->directions(one) == std::vector{Direction::Minimize});
+  const auto t = *s->start_trial(one, me, std::nullopt, false);
+  CHECK(error_of([&] {
+          s->finish_trial(t.id, {.state = TrialState::Complete, .values = {1.0}});
+        }).find("study of one objective ended with `values`") != std::string::npos);
+}
+TUNE_STORAGE_CASE_IMPL("storage", "a study of several objectives keeps a value per objective",
+                       several_objectives)
+
 void heartbeats(const Backend& b) {
   auto s = b.open();
   const auto study = s->create_study(unique_name("beat"), Direction::Minimize, false);

@@ -38,6 +38,12 @@ concept FiniteSampler = Sampler<S> && requires(const S& s) {
   { s.grid_key() } -> std::convertible_to<std::string>;
 };
 
+/// A sampler that draws for a study of several objectives: one that never
+/// reads the trials' values (random, grid, Halton), or one that reads every
+/// objective's. It says so with `static constexpr bool multi_objective = true`.
+template <class S>
+concept MultiObjectiveSampler = Sampler<S> && S::multi_objective;
+
 /// Decides, after a report, whether to stop `trial`: the reason when it
 /// does. It may note values in trial.system_attrs (the study stores them).
 template <class P>

@@ -210,4 +210,24 @@ inline double hypervolume(const std::vector<Point>& points, const Point& referen
   return detail::hypervolume_inside(std::move(front), reference);
 }
 
+/// The best trials of a study of several objectives: the complete ones
+/// whose constraints hold that no other such trial dominates (the Pareto
+/// front), in number order. Equal values are all kept, as in Optuna.
+inline std::vector<const FrozenTrial*> best_trials(const StudyView& view) {
+  std::vector<const FrozenTrial*> candidates;
+  std::vector<Point> points;
+  const std::vector<Direction> one{view.direction};
+  const auto& directions = view.objectives.empty() ? one : view.objectives;
+  for (const auto& t : view.trials) {
+    const auto values = t.objective_values();
+    if (t.state != TrialState::Complete || values.size() != directions.size() || !t.feasible())
+      continue;
+    candidates.push_back(&t);
+    points.push_back(minimized(values, directions));
+  }
+  std::vector<const FrozenTrial*> out;
+  for (const size_t i : pareto_front(points)) out.push_back(candidates[i]);
+  return out;
+}
+
 }  // namespace trainkit::tune

@@ -1,6 +1,8 @@
 #pragma once
 // What a study remembers of each trial (FrozenTrial), and the read-only view
 // of a study's history that samplers and pruners decide from.
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -50,7 +52,10 @@ struct FrozenTrial {
   int64_t id = -1;      ///< the storage's key
   int64_t number = -1;  ///< 0, 1, ... within its study, in creation order (enqueued: when enqueued)
   TrialState state = TrialState::Running;
-  std::optional<double> value;
+  std::optional<double> value;  ///< a study of one objective: its value once complete
+  /// A study of several objectives: one value per objective once complete
+  /// (`value` stays unset); empty otherwise.
+  std::vector<double> values{};
   std::map<std::string, Param> params;
   std::map<int64_t, double> intermediate;  ///< step -> reported value
   nlohmann::json user_attrs = nlohmann::json::object();
@@ -71,6 +76,24 @@ struct FrozenTrial {
   bool failed_in_objective() const {
     return state == TrialState::Fail && !system_attrs.contains("lost_worker") &&
            !system_attrs.contains("study_error");
+  }
+  /// Every objective's value: {value} or `values` (empty when it has none).
+  std::vector<double> objective_values() const {
+    return value ? std::vector<double>{*value} : values;
+  }
+  /// Its constraint values (Trial::set_constraints; Optuna's system attr
+  /// "constraints"), if it has any.
+  std::optional<std::vector<double>> constraints() const {
+    const auto it = system_attrs.find("constraints");
+    if (it == system_attrs.end() || !it->is_array()) return std::nullopt;
+    std::vector<double> out;
+    for (const auto& c : *it) out.push_back(c.is_number() ? c.get<double>() : NAN);
+    return out;
+  }
+  /// Every constraint holds (is <= 0); true for a trial without constraints.
+  bool feasible() const {
+    const auto c = constraints();
+    return !c || std::all_of(c->begin(), c->end(), [](double v) { return v <= 0; });
   }
   std::optional<int64_t> last_step() const {
     if (intermediate.empty()) return std::nullopt;
@@ -101,8 +124,10 @@ struct FrozenTrial {
 
 /// A study's direction and its trials, as one snapshot.
 struct StudyView {
-  Direction direction = Direction::Minimize;
+  Direction direction = Direction::Minimize;  ///< with several objectives: the first's
   std::span<const FrozenTrial> trials;
+  /// A study of several objectives: their directions; empty for one.
+  std::vector<Direction> objectives{};
 
   std::vector<const FrozenTrial*> with_state(TrialState s) const {
     std::vector<const FrozenTrial*> out;
@@ -113,11 +138,13 @@ struct StudyView {
   }
   /// Whether `a` is a better objective value than `b`.
   bool better(double a, double b) const { return direction == Direction::Minimize ? a < b : a > b; }
-  /// The best complete trial (the first of equals); nullptr when none is.
+  /// The best complete trial whose constraints hold (the first of equals);
+  /// nullptr when none is.
   const FrozenTrial* best() const {
     const FrozenTrial* out = nullptr;
     for (const auto& t : trials) {
-      if (t.state == TrialState::Complete && t.value && (!out || better(*t.value, *out->value)))
+      if (t.state == TrialState::Complete && t.value && t.feasible() &&
+          (!out || better(*t.value, *out->value)))
         out = &t;
     }
     return out;

@@ -48,6 +48,7 @@ struct TrialEnd {
   nlohmann::json system_attrs = nlohmann::json::object();  ///< such as fail_reason
   /// Set: enqueue the trial's parameters again, with these system attrs.
   std::optional<nlohmann::json> retry{};
+  std::vector<double> values{};  ///< a study of several objectives: one per objective
 };
 
 class Storage {
@@ -55,10 +56,22 @@ class Storage {
   virtual ~Storage() = default;
 
   /// The study's id; creates it unless it exists. An existing study must have
-  /// the same direction, and `load_if_exists` must be true.
-  virtual int64_t create_study(const std::string& name, Direction direction,
+  /// the same directions (one per objective), and `load_if_exists` must be true.
+  virtual int64_t create_study(const std::string& name, const std::vector<Direction>& directions,
                                bool load_if_exists) = 0;
-  virtual Direction direction(int64_t study) = 0;
+  int64_t create_study(const std::string& name, Direction direction, bool load_if_exists) {
+    return create_study(name, std::vector{direction}, load_if_exists);
+  }
+  /// One per objective.
+  virtual std::vector<Direction> directions(int64_t study) = 0;
+  /// A study of one objective's direction.
+  Direction direction(int64_t study) {
+    const auto all = directions(study);
+    if (all.size() != 1)
+      throw Error("trainkit: study " + std::to_string(study) + " has " +
+                  std::to_string(all.size()) + " objectives; directions() gives each one's");
+    return all[0];
+  }
   virtual std::vector<std::string> study_names() = 0;
 
   /// Atomically: the oldest waiting trial becomes running (its fixed
@@ -106,11 +119,36 @@ inline double now_seconds() {
               "\" already exists; pass load_if_exists = true to add trials to it");
 }
 
-inline void require_same_direction(const std::string& name, Direction stored, Direction asked) {
+inline std::string to_string(const std::vector<Direction>& directions) {
+  std::string out;
+  for (const auto d : directions) out += (out.empty() ? "" : ", ") + std::string(to_string(d));
+  return out;
+}
+
+inline void require_same_direction(const std::string& name, const std::vector<Direction>& stored,
+                                   const std::vector<Direction>& asked) {
   if (stored != asked) {
-    throw Error(std::string("trainkit: study \"") + name + "\" is stored with direction " +
-                to_string(stored) + ", opened with " + to_string(asked));
+    throw Error(std::string("trainkit: study \"") + name + "\" is stored with direction" +
+                (stored.size() > 1 ? "s " : " ") + to_string(stored) + ", opened with " +
+                to_string(asked));
   }
+}
+
+inline void require_directions(const std::vector<Direction>& directions) {
+  trainkit::detail::require_option(!directions.empty(), "directions", std::string("none"),
+                                   "one direction per objective");
+}
+
+/// Checks a final trial's values against the study's objectives.
+inline void require_values(const TrialEnd& end, size_t objectives) {
+  if (objectives == 1 && !end.values.empty())
+    throw Error(
+        "trainkit: a trial of a study of one objective ended with `values`; accepted: "
+        "`value`");
+  if (objectives > 1 && (end.value || (!end.values.empty() && end.values.size() != objectives)))
+    throw Error("trainkit: a trial of a study of " + std::to_string(objectives) +
+                " objectives ended with " + std::to_string(end.value ? 1 : end.values.size()) +
+                " value(s); accepted: none, or one per objective in `values`");
 }
 
 inline bool counts_against_budget(TrialState s) {
@@ -122,20 +160,23 @@ inline bool counts_against_budget(TrialState s) {
 /// A study in this process only: for tests, single runs and benchmarks.
 class InMemoryStorage final : public Storage {
  public:
-  int64_t create_study(const std::string& name, Direction direction, bool load_if_exists) override {
+  using Storage::create_study;
+  int64_t create_study(const std::string& name, const std::vector<Direction>& directions,
+                       bool load_if_exists) override {
+    detail::require_directions(directions);
     std::lock_guard lock(mutex_);
     for (size_t k = 0; k < studies_.size(); ++k) {
       if (studies_[k].name != name) continue;
       if (!load_if_exists) detail::throw_study_exists(name);
-      detail::require_same_direction(name, studies_[k].direction, direction);
+      detail::require_same_direction(name, studies_[k].directions, directions);
       return static_cast<int64_t>(k);
     }
-    studies_.push_back({name, direction, {}, {}});
+    studies_.push_back({name, directions, {}, {}});
     return static_cast<int64_t>(studies_.size() - 1);
   }
-  Direction direction(int64_t study) override {
+  std::vector<Direction> directions(int64_t study) override {
     std::lock_guard lock(mutex_);
-    return at(study).direction;
+    return at(study).directions;
   }
   std::vector<std::string> study_names() override {
     std::lock_guard lock(mutex_);
@@ -203,9 +244,11 @@ class InMemoryStorage final : public Storage {
   bool finish_trial(int64_t trial, const TrialEnd& end) override {
     std::lock_guard lock(mutex_);
     auto& t = trial_at(trial);
+    detail::require_values(end, studies_[size_t(study_of_[size_t(trial)])].directions.size());
     if (t.state != TrialState::Running) return false;
     t.state = end.state;
     t.value = end.value;
+    t.values = end.values;
     t.finished_at = detail::now_seconds();
     for (const auto& [key, v] : end.system_attrs.items()) t.system_attrs[key] = v;
     if (end.retry) {
@@ -234,7 +277,7 @@ class InMemoryStorage final : public Storage {
  private:
   struct Study {
     std::string name;
-    Direction direction;
+    std::vector<Direction> directions;
     std::vector<int64_t> trial_ids;
     std::set<std::string> marks;
   };

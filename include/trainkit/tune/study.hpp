@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "trainkit/tune/concepts.hpp"
+#include "trainkit/tune/pareto.hpp"
 #include "trainkit/tune/pruners/none.hpp"
 #include "trainkit/tune/storage.hpp"
 #include "trainkit/tune/trial.hpp"
@@ -37,6 +38,9 @@ namespace trainkit::tune {
 struct StudyOptions {
   std::string name = "study";
   Direction direction = Direction::Minimize;
+  /// Several objectives: one direction each (`direction` is then not read),
+  /// and the objective returns a value per objective.
+  std::vector<Direction> directions{};
   bool load_if_exists = true;  ///< false: an existing study of this name is an error
 };
 
@@ -110,14 +114,46 @@ class Study final : private detail::TrialDriver {
       throw Error("trainkit: Study needs a storage (InMemoryStorage, SqliteStorage, ...)");
     trainkit::detail::require_option(!options_.name.empty(), "StudyOptions.name",
                                      std::string("\"\""), "a non-empty name");
-    id_ = storage_->create_study(options_.name, options_.direction, options_.load_if_exists);
+    if (options_.directions.empty()) options_.directions = {options_.direction};
+    if (several()) {
+      if (!MultiObjectiveSampler<S>)
+        throw Error("trainkit: StudyOptions.directions has " +
+                    std::to_string(options_.directions.size()) +
+                    " objectives; this sampler models one (accepted for several: random, grid, "
+                    "Halton)");
+      if (!std::is_same_v<P, pruner::None>)
+        throw Error(
+            "trainkit: a study of several objectives cannot prune (a pruner compares "
+            "one objective's intermediate values); accepted: pruner::None");
+    }
+    options_.direction = options_.directions[0];
+    id_ = storage_->create_study(options_.name, options_.directions, options_.load_if_exists);
   }
 
   using Objective = std::function<double(Trial&)>;
+  /// For a study of several objectives: one value per objective.
+  using Objectives = std::function<std::vector<double>(Trial&)>;
 
   /// Runs trials until `n_trials` ran here, the study has `max_trials`, the
   /// time is up or a finite sampler has nothing left.
   void optimize(const Objective& objective, const OptimizeOptions& o) {
+    if (several())
+      throw Error("trainkit: study \"" + options_.name + "\" has " +
+                  std::to_string(options_.directions.size()) +
+                  " objectives; its objective returns one value per objective "
+                  "(std::vector<double>)");
+    optimize_values([&](Trial& t) { return std::vector{objective(t)}; }, o);
+  }
+  /// The same for a study of several objectives.
+  void optimize(const Objectives& objective, const OptimizeOptions& o) {
+    if (!several())
+      throw Error("trainkit: study \"" + options_.name +
+                  "\" has one objective; its objective returns a double");
+    optimize_values(objective, o);
+  }
+
+ private:
+  void optimize_values(const Objectives& objective, const OptimizeOptions& o) {
     using trainkit::detail::require_option;
     require_option(o.n_trials || o.max_trials || o.timeout_s > 0 || FiniteSampler<S>, "n_trials",
                    std::string("none"), "n_trials, max_trials or timeout_s (or a grid sampler)");
@@ -166,6 +202,7 @@ class Study final : private detail::TrialDriver {
     if (error) std::rethrow_exception(error);
   }
 
+ public:
   /// A trial whose parameters are fixed (name -> value); runs before new ones.
   void enqueue(const nlohmann::json& params) {
     trainkit::detail::require_option(params.is_object(), "enqueue.params", params.dump(),
@@ -174,15 +211,35 @@ class Study final : private detail::TrialDriver {
   }
 
   std::vector<FrozenTrial> trials() const { return storage_->trials(id_); }
-  /// The best complete trial; throws when there is none.
+  /// The best complete trial whose constraints hold; throws when there is none.
   FrozenTrial best_trial() const {
+    if (several())
+      throw Error("trainkit: study \"" + options_.name +
+                  "\" has several objectives: best_trials() gives its Pareto front");
     const auto all = trials();
-    const FrozenTrial* best = StudyView{options_.direction, all}.best();
-    if (!best) throw Error("trainkit: study \"" + options_.name + "\" has no complete trial yet");
+    const FrozenTrial* best = view(all).best();
+    if (!best)
+      throw Error("trainkit: study \"" + options_.name + "\" has no complete feasible trial yet");
     return *best;
   }
+  /// The complete trials whose constraints hold that no other such trial
+  /// beats in every objective (the Pareto front; with one objective, the
+  /// best trial and its equals), in number order.
+  std::vector<FrozenTrial> best_trials() const {
+    const auto all = trials();
+    std::vector<FrozenTrial> out;
+    for (const auto* t : tune::best_trials(view(all))) out.push_back(*t);
+    return out;
+  }
   const std::string& name() const { return options_.name; }
-  Direction direction() const { return options_.direction; }
+  /// A study of one objective's direction.
+  Direction direction() const {
+    if (several())
+      throw Error("trainkit: study \"" + options_.name +
+                  "\" has several objectives: directions() gives each one's");
+    return options_.direction;
+  }
+  const std::vector<Direction>& directions() const { return options_.directions; }
   Storage& storage() { return *storage_; }
   S& sampler() { return sampler_; }
   P& pruner() { return pruner_; }
@@ -230,7 +287,9 @@ class Study final : private detail::TrialDriver {
   };
 
   // One trial from start to its final state; false when none could start.
-  bool run_trial(const Objective& objective, const OptimizeOptions& o, Heartbeat& heartbeat) {
+  bool several() const { return options_.directions.size() > 1; }
+
+  bool run_trial(const Objectives& objective, const OptimizeOptions& o, Heartbeat& heartbeat) {
     fail_lost_trials(o);
     auto record = storage_->start_trial(id_, detail::this_worker(o.heartbeat_s), o.max_trials,
                                         FiniteSampler<S>);
@@ -274,19 +333,25 @@ class Study final : private detail::TrialDriver {
     }
     Trial trial(*this, *record);
     TrialState state = TrialState::Complete;
-    std::optional<double> value;
+    std::vector<double> values;
     std::string why;
     std::exception_ptr error;
     try {
-      const double v = objective(trial);
+      values = objective(trial);
       if (trial.prune_reason()) {
         state = TrialState::Pruned;
         why = *trial.prune_reason();
-      } else if (std::isnan(v)) {  // as Optuna: infinities are values, NaN is not
+        values.clear();
+      } else if (values.size() != options_.directions.size()) {
         state = TrialState::Fail;
+        why = "the objective returned " + std::to_string(values.size()) + " values for " +
+              std::to_string(options_.directions.size()) + " objectives";
+        values.clear();
+      } else if (std::any_of(values.begin(), values.end(),
+                             [](double v) { return std::isnan(v); })) {
+        state = TrialState::Fail;  // as Optuna: infinities are values, NaN is not
         why = "the objective returned NaN";
-      } else {
-        value = v;
+        values.clear();
       }
     } catch (const TrialPruned& e) {
       state = TrialState::Pruned;
@@ -303,24 +368,32 @@ class Study final : private detail::TrialDriver {
       why = "unknown exception";
       if (!o.catch_exceptions) error = std::current_exception();
     }
-    if (state == TrialState::Pruned && !trial.record().intermediate.empty()) {
-      value = trial.record().intermediate.rbegin()->second;  // as Optuna records it
+    if (state != TrialState::Complete) values.clear();  // an exception after a value
+    // as Optuna records a pruned trial of one objective (of several: no values)
+    if (state == TrialState::Pruned && !several() && !trial.record().intermediate.empty()) {
+      values = {trial.record().intermediate.rbegin()->second};
     }
     {
       std::lock_guard lock(active_mutex_);
       active_.erase(record->id);
     }
     heartbeat.remove(record->id);
-    TrialEnd end{state, value};
+    TrialEnd end{state};
+    if (several()) {
+      end.values = values;
+    } else if (!values.empty()) {
+      end.value = values[0];
+    }
     if (!why.empty())
       end.system_attrs[state == TrialState::Fail ? "fail_reason" : "prune_reason"] = why;
     const bool recorded = storage_->finish_trial(record->id, end);
     unwind.finished = true;
-    log_end(o, trial.record(), state, value, why, recorded);
+    log_end(o, trial.record(), state, values, why, recorded);
     if (o.on_trial_end) {
       auto final = trial.record();
       final.state = state;
-      final.value = value;
+      final.value = end.value;
+      final.values = end.values;
       std::lock_guard lock(callback_mutex_);
       o.on_trial_end(final);
     }
@@ -360,11 +433,12 @@ class Study final : private detail::TrialDriver {
   }
 
   void log_end(const OptimizeOptions& o, const FrozenTrial& t, TrialState state,
-               std::optional<double> value, const std::string& why, bool recorded) {
+               const std::vector<double>& values, const std::string& why, bool recorded) {
     if (!o.log) return;
     std::ostringstream out;
     out << "trainkit tune: trial " << t.number << " " << to_string(state);
-    if (value) out << " with value " << *value;
+    if (values.size() == 1) out << " with value " << values[0];
+    if (values.size() > 1) out << " with values " << nlohmann::json(values).dump();
     if (!why.empty()) out << " (" << why << ")";
     out << " params " << t.param_values().dump();
     if (!recorded) out << " [not recorded: another worker had failed it as lost]";
@@ -380,7 +454,8 @@ class Study final : private detail::TrialDriver {
   }
 
   StudyView view(const std::vector<FrozenTrial>& trials) const {
-    return StudyView{options_.direction, trials};
+    return StudyView{options_.direction, trials,
+                     several() ? options_.directions : std::vector<Direction>{}};
   }
 
   Active& active(const FrozenTrial& t) {
@@ -454,6 +529,11 @@ class Study final : private detail::TrialDriver {
   void set_user_attr(FrozenTrial& trial, const std::string& key, const nlohmann::json& v) override {
     storage_->set_user_attr(trial.id, key, v);
     trial.user_attrs[key] = v;
+  }
+  void set_system_attr(FrozenTrial& trial, const std::string& key,
+                       const nlohmann::json& v) override {
+    storage_->set_system_attr(trial.id, key, v);
+    trial.system_attrs[key] = v;
   }
 
   std::shared_ptr<Storage> storage_;

@@ -5,6 +5,7 @@
 // asks whether to stop. The study behind it is reached through
 // detail::TrialDriver, so objectives are plain functions of `Trial&`
 // whatever the study's sampler and pruner.
+#include <cmath>
 #include <cstdint>
 #include <initializer_list>
 #include <optional>
@@ -46,6 +47,8 @@ class TrialDriver {
   virtual std::optional<std::string> should_prune(FrozenTrial& trial) = 0;
   virtual void set_user_attr(FrozenTrial& trial, const std::string& key,
                              const nlohmann::json& value) = 0;
+  virtual void set_system_attr(FrozenTrial& trial, const std::string& key,
+                               const nlohmann::json& value) = 0;
 
  protected:
   ~TrialDriver() = default;
@@ -113,6 +116,19 @@ class Trial {
   const std::optional<std::string>& prune_reason() const { return prune_reason_; }
   void set_user_attr(const std::string& key, const nlohmann::json& value) {
     driver_->set_user_attr(record_, key, value);
+  }
+  /// This trial's constraint values: it is feasible when every one is <= 0
+  /// (Optuna's convention; stored as its system attr "constraints"). An
+  /// infeasible trial is never a best trial, and multi-objective samplers
+  /// rank it behind every feasible one.
+  void set_constraints(const std::vector<double>& values) {
+    for (const double v : values) {
+      if (std::isnan(v))
+        throw Error(
+            "trainkit: set_constraints: a constraint value is NaN; accepted: numbers, "
+            "<= 0 where the constraint holds");
+    }
+    driver_->set_system_attr(record_, "constraints", values);
   }
 
   /// The trial as recorded so far: parameters, intermediate values, attrs.

@@ -4,6 +4,7 @@
 // over a small connection interface each backend implements. Statements are
 // PostgreSQL's with $1, $2, ... placeholders and a few {tokens} (types, the
 // clock, row locks) that render_sql turns into each dialect.
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
@@ -415,27 +416,32 @@ inline std::string value_type(double x) {
 /// each call is one transaction.
 class SqlStorage : public Storage {
  public:
-  int64_t create_study(const std::string& name, Direction direction, bool load_if_exists) override {
+  using Storage::create_study;
+  int64_t create_study(const std::string& name, const std::vector<Direction>& directions,
+                       bool load_if_exists) override {
+    require_directions(directions);
     return run(true, [&] {
       const auto made =
           q("INSERT INTO studies (study_name) VALUES ($1) ON CONFLICT (study_name) DO NOTHING "
             "RETURNING study_id",
             {name});
       if (!made.empty()) {
-        q("INSERT INTO study_directions (direction, study_id, objective) VALUES ($1, $2, 0)",
-          {optuna_name(direction), integer(made[0][0])});
+        for (size_t k = 0; k < directions.size(); ++k) {
+          q("INSERT INTO study_directions (direction, study_id, objective) VALUES ($1, $2, $3)",
+            {optuna_name(directions[k]), integer(made[0][0]), int64_t(k)});
+        }
         return integer(made[0][0]);
       }
       const auto found = q("SELECT study_id FROM studies WHERE study_name = $1", {name});
       if (found.empty()) throw Error("trainkit: study \"" + name + "\" vanished while created");
       if (!load_if_exists) throw_study_exists(name);
       const int64_t id = integer(found[0][0]);
-      require_same_direction(name, direction_of(id), direction);
+      require_same_direction(name, directions_of(id), directions);
       return id;
     });
   }
-  Direction direction(int64_t study) override {
-    return run(false, [&] { return direction_of(study); });
+  std::vector<Direction> directions(int64_t study) override {
+    return run(false, [&] { return directions_of(study); });
   }
   std::vector<std::string> study_names() override {
     return run(false, [&] {
@@ -532,6 +538,7 @@ class SqlStorage : public Storage {
     return run(true, [&] {
       const auto study = q("SELECT study_id FROM trials WHERE trial_id = $1", {trial});
       if (study.empty()) throw_no_trial(trial);
+      require_values(end, directions_of(integer(study[0][0])).size());
       // The study first, as start_trial locks it: a retry takes the next number.
       if (end.retry) lock_study(integer(study[0][0]));
       const auto done =
@@ -540,10 +547,12 @@ class SqlStorage : public Storage {
             {trial, optuna_name(end.state), optuna_name(TrialState::Running)});
       if (done.empty()) return false;
       // As Optuna: an objective value is a number or an infinity, never NaN.
-      if (end.value && !std::isnan(*end.value)) {
-        q("INSERT INTO trial_values (trial_id, objective, value, value_type) VALUES ($1, 0, $2, "
-          "$3)",
-          {trial, finite_or_null(*end.value), value_type(*end.value)});
+      const auto values = end.value ? std::vector{*end.value} : end.values;
+      for (size_t k = 0; k < values.size(); ++k) {
+        if (std::isnan(values[k])) continue;
+        q("INSERT INTO trial_values (trial_id, objective, value, value_type) VALUES ($1, $2, $3, "
+          "$4)",
+          {trial, int64_t(k), finite_or_null(values[k]), value_type(values[k])});
       }
       for (const auto& [key, v] : end.system_attrs.items()) set_attr(trial, "system", key, v);
       if (end.retry) {
@@ -674,23 +683,24 @@ class SqlStorage : public Storage {
     throw Error("trainkit: no trial with id " + std::to_string(trial));
   }
 
-  // A study of one objective's direction (trainkit's studies have one).
-  Direction direction_of(int64_t study) {
+  // One direction per objective.
+  std::vector<Direction> directions_of(int64_t study) {
     const auto rows =
         q("SELECT direction FROM study_directions WHERE study_id = $1 ORDER BY objective", {study});
     if (rows.empty()) throw_no_study(study);
-    if (rows.size() > 1) {
-      throw Error("trainkit: study " + std::to_string(study) + " has " +
-                  std::to_string(rows.size()) +
-                  " objectives (Optuna's multi-objective study); trainkit's studies have one");
+    std::vector<Direction> out;
+    for (const auto& row : rows) {
+      const auto& d = text(row[0]);
+      const auto known = std::find_if(std::begin(directions_known), std::end(directions_known),
+                                      [&](Direction x) { return d == optuna_name(x); });
+      if (known == std::end(directions_known))
+        throw Error("trainkit: study " + std::to_string(study) + " has direction " + d +
+                    "; accepted: MINIMIZE, MAXIMIZE");
+      out.push_back(*known);
     }
-    const auto& d = text(rows[0][0]);
-    for (const auto direction : {Direction::Minimize, Direction::Maximize}) {
-      if (d == optuna_name(direction)) return direction;
-    }
-    throw Error("trainkit: study " + std::to_string(study) + " has direction " + d +
-                "; accepted: MINIMIZE, MAXIMIZE");
+    return out;
   }
+  static constexpr Direction directions_known[] = {Direction::Minimize, Direction::Maximize};
 
   // Holds the study row until commit: trial numbers and the budget are
   // decided by one worker at a time.
@@ -791,10 +801,14 @@ class SqlStorage : public Storage {
       index[t.id] = out.size();
       out.push_back(std::move(t));
     }
+    // one row: a study of one objective's value; several: one per objective
     for (const auto& r : q("SELECT x.trial_id, x.value, x.value_type FROM trial_values" + where +
-                               " AND x.objective = 0",
+                               " ORDER BY x.trial_id, x.objective",
                            {key})) {
-      out[index.at(integer(r[0]))].value = typed_value(r[1], text(r[2]));
+      out[index.at(integer(r[0]))].values.push_back(typed_value(r[1], text(r[2])));
+    }
+    for (auto& t : out) {
+      if (t.values.size() == 1) t.value = t.values[0], t.values.clear();
     }
     for (const auto& r : q("SELECT x.trial_id, x.param_name, x.distribution_json, x.param_value "
                            "FROM trial_params" +

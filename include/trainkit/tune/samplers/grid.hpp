@@ -31,6 +31,7 @@ struct GridOptions {
 
 class Grid {
  public:
+  static constexpr bool multi_objective = true;  ///< it never reads the trials' values
   explicit Grid(GridSpace space, GridOptions o = {}) : space_(std::move(space)), options_(o) {
     trainkit::detail::require_option(!space_.empty(), "grid", std::string("{}"),
                                      "at least one parameter with values");

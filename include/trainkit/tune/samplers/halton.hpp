@@ -38,6 +38,7 @@ struct HaltonOptions {
 
 class Halton {
  public:
+  static constexpr bool multi_objective = true;  ///< it never reads the trials' values
   explicit Halton(HaltonOptions o = {}) : options_(o) {}
 
   std::map<std::string, double> sample_relative(const StudyView& view,

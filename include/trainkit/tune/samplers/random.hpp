@@ -50,6 +50,7 @@ struct RandomOptions {
 
 class Random {
  public:
+  static constexpr bool multi_objective = true;  ///< it never reads the trials' values
   explicit Random(RandomOptions o = {}) : options_(o) {}
   double sample(const StudyView&, const FrozenTrial& trial, const std::string& name,
                 const Distribution& dist) const {
