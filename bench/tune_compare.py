@@ -7,7 +7,10 @@ Mann-Whitney U p-values (normal approximation with tie and continuity
 corrections, as scipy.stats.mannwhitneyu(method="asymptotic") computes it;
 scipy is not needed).
 
-  /usr/bin/python3 bench/tune_compare.py trainkit.json [more.json ...] optuna.json
+  /usr/bin/python3 bench/tune_compare.py [--budgets 50,100,200] trainkit.json [more.json ...] optuna.json
+
+The multi-objective benchmark (bench_tune_pareto, tune_pareto_optuna.py)
+writes the hypervolume gap as its regret: the same tables apply.
 
 Several files may be given (e.g. the GP run on its own budget): they are merged,
 trainkit's samplers named tk_<sampler>; a sampler met again (another budget)
@@ -98,16 +101,21 @@ def fmt_p(p):
 
 
 def main():
-    if len(sys.argv) < 2:
+    global BUDGETS
+    args = sys.argv[1:]
+    if args[:1] == ["--budgets"]:
+        BUDGETS = tuple(int(b) for b in args[1].split(","))
+        args = args[2:]
+    if not args:
         sys.exit(__doc__)
-    data = load(sys.argv[1:])
+    data = load(args)
 
-    print("| function | sampler | seeds x trials | regret @25 | regret @50 | regret @100 "
-          "| overhead ms/trial |")
-    print("|---|---|---|---|---|---|---|")
+    print("| function | sampler | seeds x trials | " + " | ".join(f"regret @{b}" for b in BUDGETS) +
+          " | overhead ms/trial |")
+    print("|---|---|---|" + "---|" * len(BUDGETS) + "---|")
     order = ["tk_random", "tk_halton", "tk_tpe", "tk_tpe_true_density", "tk_tpe_multivariate", "tk_tpe_group",
              "tk_gp", "tk_gp_group", "optuna_random", "optuna_tpe", "optuna_tpe_multivariate", "optuna_tpe_group",
-             "optuna_gp"]
+             "optuna_gp", "tk_nsga2", "optuna_nsga2", "optuna_motpe"]
     for fname, per in data.items():
         names = sorted((s for s in per if s != "optimum"),
                        key=lambda s: (order.index(base(s)) if base(s) in order else len(order), s))
@@ -128,7 +136,9 @@ def main():
              ("optuna_tpe", "optuna_random"), ("tk_random", "optuna_random"),
              ("tk_tpe_group", "optuna_tpe_group"), ("tk_tpe_multivariate", "optuna_tpe_multivariate"),
              ("tk_tpe_group", "tk_tpe_multivariate"), ("optuna_tpe_group", "optuna_tpe_multivariate"),
-             ("tk_tpe_group", "tk_tpe"), ("tk_gp_group", "tk_gp"), ("tk_gp_group", "optuna_tpe_group")]
+             ("tk_tpe_group", "tk_tpe"), ("tk_gp_group", "tk_gp"), ("tk_gp_group", "optuna_tpe_group"),
+             ("tk_nsga2", "optuna_nsga2"), ("tk_nsga2", "tk_random"), ("optuna_nsga2", "optuna_random"),
+             ("tk_nsga2", "optuna_motpe")]
     print()
     print("Ratio: median regret of A / of B (below 1: A better). p(A better), p(A worse): "
           "one-sided Mann-Whitney U over the seeds.")

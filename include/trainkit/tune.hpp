@@ -12,6 +12,7 @@
 #include "trainkit/tune/report.hpp"
 #include "trainkit/tune/samplers/grid.hpp"
 #include "trainkit/tune/samplers/halton.hpp"
+#include "trainkit/tune/samplers/nsga2.hpp"
 #include "trainkit/tune/samplers/random.hpp"
 #include "trainkit/tune/samplers/tpe.hpp"
 #include "trainkit/tune/sqlite.hpp"
