@@ -5,6 +5,9 @@
 //   scripts/launch.sh --independent -n 2 -- ./build/demo/examples/tune --trials 30
 // and it resumes after a crash with every finished trial kept. Writes the
 // trial table (CSV, JSON) and an HTML study report beside the database.
+// With --objectives accuracy-seconds it searches for speed against accuracy
+// instead (NSGA-II, two objectives: validation accuracy up, training seconds
+// down) and prints the Pareto front.
 #include <torch/torch.h>
 
 #include <CLI/CLI.hpp>
@@ -41,7 +44,14 @@ std::optional<torch::Device> worker_device() {
                        c10::DeviceIndex(parallel::Environment::detect().local_rank % gpus));
 }
 
-// One trial: suggest, train with pruning, return the best validation loss.
+// Rank 0 under a launcher of ranks, LOCAL_RANK 0 of independent workers.
+bool is_worker_0() {
+  const auto env = parallel::Environment::detect();
+  return env.rank == 0 && env.local_rank == 0;
+}
+
+// One trial: suggest, train with pruning, return the best validation loss;
+// the accuracy and the training time go into the trial's user attrs.
 double train_once(tune::Trial& trial, const Setup& s) {
   const double lr = trial.suggest_float("lr", 1e-4, 3e-2, {.log = true});
   const double weight_decay = trial.suggest_float("weight_decay", 1e-5, 1e-1, {.log = true});
@@ -60,18 +70,52 @@ double train_once(tune::Trial& trial, const Setup& s) {
   data::TensorBatches val(s.val, {.batch_size = 500});
   callbacks::EarlyStopping best(
       {.monitor = "val_loss", .patience = s.max_epochs, .restore_best_weights = false});
+  const auto start = std::chrono::steady_clock::now();
   const auto result =
       trainer.fit(task::Classification{}, train, {.epochs = s.max_epochs, .val_data = val},
                   tune::Pruning(trial, {.monitor = "val_loss"}), best);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   trial.set_user_attr("epochs", result.epochs);  // the compute this trial used
   trial.set_user_attr("val_accuracy", result.metrics.at("val_accuracy"));
+  trial.set_user_attr("seconds", seconds);
   return best.best();
 }
 
-// Rank 0 under a launcher of ranks, LOCAL_RANK 0 of independent workers.
-bool is_worker_0() {
-  const auto env = parallel::Environment::detect();
-  return env.rank == 0 && env.local_rank == 0;
+// Speed against accuracy: the Pareto front of validation accuracy (up) and
+// training seconds (down), searched by NSGA-II or at random.
+int speed_against_accuracy(const Setup& s, const std::shared_ptr<tune::Storage>& db,
+                           const std::string& study_name, const std::string& sampler,
+                           int64_t trials, const std::filesystem::path& report_dir) {
+  const std::vector directions{tune::Direction::Maximize, tune::Direction::Minimize};
+  auto search = [&](auto policy) {
+    tune::Study study(db, {.name = study_name, .directions = directions}, std::move(policy));
+    study.optimize(
+        [&](tune::Trial& t) -> std::vector<double> {
+          train_once(t, s);
+          return {t.record().user_attrs.at("val_accuracy").get<double>(),
+                  t.record().user_attrs.at("seconds").get<double>()};
+        },
+        {.max_trials = trials, .retry_failed = 1});
+    return std::pair{study.trials(), study.best_trials()};
+  };
+  // a small first generation: the example's budgets are tens of trials
+  const auto [all, front] =
+      sampler == "nsga2"
+          ? search(tune::sampler::NsgaII(
+                {.population_size = std::max<int64_t>(2, trials / 4), .seed = s.seed}))
+          : search(tune::sampler::Random({.seed = s.seed}));
+  if (!is_worker_0()) return 0;
+  tune::StudyReport{report_dir}.write(study_name, directions, all);
+  std::printf("study %s: %zu trials, Pareto front of %zu (val_accuracy up, seconds down)\n",
+              study_name.c_str(), all.size(), front.size());
+  std::printf("report: %s/report.html, trials.csv, trials.json\n", report_dir.c_str());
+  if (front.empty()) throw Error("no trial completed");
+  for (const auto& t : front) {
+    std::printf("front: trial %lld val_accuracy %.4f seconds %.2f params %s\n", (long long)t.number,
+                t.values[0], t.values[1], t.param_values().dump().c_str());
+  }
+  return 0;
 }
 
 }  // namespace
@@ -87,8 +131,14 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--epochs", s.max_epochs, "epochs of a trial that is not pruned")
       ->check(CLI::PositiveNumber);
-  app.add_option("--sampler", sampler, "tpe, gp, random, halton")
-      ->check(CLI::IsMember({"tpe", "gp", "random", "halton"}));
+  app.add_option("--sampler", sampler,
+                 "tpe, gp, random, halton; nsga2 or random for two objectives")
+      ->check(CLI::IsMember({"tpe", "gp", "random", "halton", "nsga2"}));
+  std::string objectives = "loss";
+  app.add_option("--objectives", objectives,
+                 "loss (the best validation loss), or accuracy-seconds: validation accuracy "
+                 "against training seconds, with --sampler nsga2 or random and --pruner none")
+      ->check(CLI::IsMember({"loss", "accuracy-seconds"}));
   app.add_option("--pruner", pruner, "asha, median, none")
       ->check(CLI::IsMember({"asha", "median", "none"}));
   app.add_option("--storage", storage, "the study's SQLite file");
@@ -127,6 +177,17 @@ int main(int argc, char** argv) {
     const auto dir = std::filesystem::path(storage).parent_path();
     if (!dir.empty()) std::filesystem::create_directories(dir);
     auto db = std::make_shared<tune::SqliteStorage>(storage);
+    const auto report_dir = (dir.empty() ? std::filesystem::path(".") : dir) / study_name;
+    if ((objectives == "accuracy-seconds") != (sampler == "nsga2") && sampler != "random")
+      throw Error("--sampler " + sampler + " with --objectives " + objectives +
+                  "; accepted: nsga2 or random for accuracy-seconds, tpe, gp, halton or random "
+                  "for loss");
+    if (objectives == "accuracy-seconds") {
+      if (pruner != "none")
+        throw Error("--objectives accuracy-seconds with --pruner " + pruner +
+                    ": two objectives are not pruned; accepted: --pruner none");
+      return speed_against_accuracy(s, db, study_name, sampler, trials, report_dir);
+    }
 
     auto run = [&](auto sampler_policy, auto pruner_policy) {
       tune::Study study(db, {.name = study_name, .direction = tune::Direction::Minimize},
@@ -160,7 +221,6 @@ int main(int argc, char** argv) {
 
     // Worker 0 (or a lone process) writes the tables and the report.
     if (!is_worker_0()) return 0;
-    const auto report_dir = (dir.empty() ? std::filesystem::path(".") : dir) / study_name;
     tune::StudyReport{report_dir}.write(study_name, tune::Direction::Minimize, all);
     int64_t epochs = 0, complete = 0, pruned = 0;
     for (const auto& t : all) {

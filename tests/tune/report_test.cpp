@@ -399,6 +399,65 @@ TEST_CASE("study report: well-formed, a slice per parameter, a polyline per comp
     if (attr(*table, "class") == "trials") CHECK(table->children.size() == 1 + trials.size());
 }
 
+TEST_CASE("study report: several objectives: the Pareto front, each value, the best trials") {
+  const std::vector directions{Direction::Minimize, Direction::Maximize};
+  Study study(std::make_shared<InMemoryStorage>(), {.name = "front", .directions = directions},
+              sampler::Random({.seed = 9}));
+  study.optimize(
+      [](Trial& t) -> std::vector<double> {
+        const double x = t.suggest_float("x", -1, 3);
+        t.set_constraints({x - 2.5});  // x above 2.5 breaks it
+        if (t.number == 3) throw std::runtime_error("failed");
+        return {x * x, -(x - 2) * (x - 2)};
+      },
+      {.n_trials = 30, .catch_exceptions = true, .log = nullptr});
+  const auto dir = tk_test::temp_dir("trainkit_tune_report_front");
+  StudyReport{dir}.write(study);
+  const auto trials = study.trials();
+  const auto best = study.best_trials();
+  std::set<int64_t> front;
+  for (const auto& t : best) front.insert(t.number);
+  int complete = 0, infeasible = 0;
+  for (const auto& t : trials) {
+    complete += t.state == TrialState::Complete;
+    infeasible += t.state == TrialState::Complete && !t.feasible();
+  }
+  REQUIRE(infeasible > 0);
+
+  const auto doc = json::parse(read(dir / "trials.json"));
+  CHECK(doc["directions"] == json{"minimize", "maximize"});
+  CHECK_FALSE(doc.contains("best_trial"));
+  std::set<int64_t> listed;
+  for (const auto& b : doc["best_trials"]) listed.insert(b["number"].get<int64_t>());
+  CHECK(listed == front);
+  for (const auto& row : doc["trials"]) {
+    const auto& t = trials.at(row["number"].get<size_t>());
+    CHECK(row.value("values", json::array()) == json(t.values));
+    CHECK(row["constraints"] == json(*t.constraints()));
+  }
+  const auto csv = parse_csv(read(dir / "trials.csv"));
+  REQUIRE(csv.size() == 31);
+  CHECK(csv[0][3] == "values_0");
+  CHECK(csv[0][4] == "values_1");
+  CHECK(std::stod(csv[1][3]) == trials[0].values[0]);  // exact: 17 digits
+
+  const auto root = parse_report(dir / "report.html");
+  const auto charts = charts_of(root);
+  CHECK(charts.count("pareto front") == 1);
+  CHECK(charts.count("optimisation history") == 0);  // one objective's charts are left out
+  CHECK(charts.count("parallel coordinates") == 0);
+  std::map<std::string, size_t> circles;
+  for (const auto* c : find_all(*charts.at("pareto front"), "circle"))
+    ++circles[c->attributes.at("class")];
+  CHECK(circles["front"] == front.size());
+  CHECK(circles["front"] + circles["complete"] == size_t(complete - infeasible));
+  CHECK(find_all(*charts.at("pareto front"), "path").size() == size_t(infeasible));
+  std::string size;
+  for (const auto* b : find_all(root, "b"))
+    if (attr(*b, "class") == "front-size") size = b->text;
+  CHECK(size == std::to_string(front.size()));
+}
+
 TEST_CASE("study report: no trial, no parameter, one trial: still a page") {
   const auto dir = tk_test::temp_dir("trainkit_tune_report_empty");
   write_study_report(dir / "none.html", "empty", Direction::Maximize, {});

@@ -7,7 +7,9 @@
 //   write_study_report  one self-contained HTML page (inline SVG, no script,
 //                       no network): best value and parameters, trial counts,
 //                       the optimisation history, a slice plot per parameter,
-//                       parallel coordinates and the learning curves
+//                       parallel coordinates and the learning curves; for
+//                       several objectives, the Pareto front instead of the
+//                       history, slices and parallel coordinates
 // All three are written atomically, and are the same bytes for the same
 // trials (no clock is read), so a report can be rewritten after every trial.
 #include <time.h>
@@ -32,6 +34,7 @@
 
 #include "trainkit/detail/html.hpp"
 #include "trainkit/io/atomic_file.hpp"
+#include "trainkit/tune/pareto.hpp"
 #include "trainkit/tune/record.hpp"
 
 namespace trainkit::tune {
@@ -47,6 +50,27 @@ inline std::vector<FrozenTrial> by_number(std::span<const FrozenTrial> trials) {
   std::stable_sort(out.begin(), out.end(),
                    [](const FrozenTrial& a, const FrozenTrial& b) { return a.number < b.number; });
   return out;
+}
+
+/// "minimize" or "minimize, maximize".
+inline std::string directions_text(const std::vector<Direction>& directions) {
+  std::string s;
+  for (const auto d : directions) s += (s.empty() ? "" : ", ") + std::string(to_string(d));
+  return s;
+}
+
+inline StudyView view_of(const std::vector<Direction>& directions,
+                         std::span<const FrozenTrial> all) {
+  trainkit::detail::require_option(!directions.empty(), "report directions", std::string("none"),
+                                   "one direction per objective");
+  return {directions[0], all, directions.size() > 1 ? directions : std::vector<Direction>{}};
+}
+
+/// The largest number of values any trial has (0 in a study of one objective).
+inline size_t objective_count(std::span<const FrozenTrial> trials) {
+  size_t n = 0;
+  for (const auto& t : trials) n = std::max(n, t.values.size());
+  return n;
 }
 
 /// Every parameter name any trial has, sorted.
@@ -132,7 +156,10 @@ inline std::string trials_csv(std::span<const FrozenTrial> trials) {
   using namespace detail::reports;
   const auto all = by_number(trials);
   const auto names = param_names(all);
-  std::string s = "number,state,value,started,finished,duration_s";
+  const size_t objectives = objective_count(all);
+  std::string s = "number,state,value";
+  for (size_t k = 0; k < objectives; ++k) s += ",values_" + std::to_string(k);
+  s += ",started,finished,duration_s";
   // (s += ','; s += field: GCC 12 warns falsely, -Wrestrict, on "," + field)
   for (const auto& name : names) {
     s += ',';
@@ -142,8 +169,12 @@ inline std::string trials_csv(std::span<const FrozenTrial> trials) {
   for (const auto& t : all) {
     const auto d = duration_s(t);
     s += std::to_string(t.number) + "," + to_string(t.state) + "," +
-         (t.value ? exact(*t.value) : "") + "," + iso_time(t.started_at) + "," +
-         iso_time(t.finished_at) + "," + (d ? exact(*d) : "");
+         (t.value ? exact(*t.value) : "");
+    for (size_t k = 0; k < objectives; ++k) {
+      s += ',';
+      if (k < t.values.size()) s += exact(t.values[k]);
+    }
+    s += "," + iso_time(t.started_at) + "," + iso_time(t.finished_at) + "," + (d ? exact(*d) : "");
     for (const auto& name : names) {
       const auto p = t.params.find(name);
       s += ',';
@@ -157,12 +188,19 @@ inline std::string trials_csv(std::span<const FrozenTrial> trials) {
 }
 
 /// The document of write_trials_json.
-inline nlohmann::json trials_json(std::string_view study_name, Direction direction,
+inline nlohmann::json trials_json(std::string_view study_name,
+                                  const std::vector<Direction>& directions,
                                   std::span<const FrozenTrial> trials) {
   using namespace detail::reports;
   using nlohmann::json;
   const auto all = by_number(trials);
-  json out = {{"study", study_name}, {"direction", to_string(direction)}};
+  const auto view = view_of(directions, all);
+  json out = {{"study", study_name}};
+  if (directions.size() == 1) {
+    out["direction"] = to_string(directions[0]);
+  } else {
+    for (const auto d : directions) out["directions"].push_back(to_string(d));
+  }
   json n = json::object();
   for (const auto& [state, count] : counts(all)) n[to_string(state)] = count;
   out["counts"] = n;
@@ -185,14 +223,29 @@ inline nlohmann::json trials_json(std::string_view study_name, Direction directi
                     {"intermediate", intermediate},
                     {"reason", or_null(reason(t))},
                     {"user_attrs", t.user_attrs}});
+    if (!t.values.empty()) rows.back()["values"] = t.values;
+    if (const auto c = t.constraints()) rows.back()["constraints"] = *c;
   }
-  const auto* best = StudyView{direction, all}.best();
-  out["best_trial"] = best ? json{{"number", best->number},
-                                  {"value", *best->value},
-                                  {"params", best->param_values()}}
-                           : json(nullptr);
+  if (directions.size() == 1) {
+    const auto* best = view.best();
+    out["best_trial"] = best ? json{{"number", best->number},
+                                    {"value", *best->value},
+                                    {"params", best->param_values()}}
+                             : json(nullptr);
+  } else {
+    out["best_trials"] = json::array();
+    for (const auto* t : best_trials(view)) {
+      out["best_trials"].push_back(
+          {{"number", t->number}, {"values", t->values}, {"params", t->param_values()}});
+    }
+  }
   out["trials"] = std::move(rows);
   return out;
+}
+
+inline nlohmann::json trials_json(std::string_view study_name, Direction direction,
+                                  std::span<const FrozenTrial> trials) {
+  return trials_json(study_name, std::vector{direction}, trials);
 }
 
 /// One row per trial (in number order): number, state, value, started and
@@ -206,11 +259,18 @@ inline void write_trials_csv(const std::filesystem::path& path,
 
 /// {"study", "direction", "counts", "params", "best_trial", "trials": [{number,
 /// state, value, started, finished, duration_s, params, distributions,
-/// intermediate: [[step, value], ...], reason, user_attrs}]}.
+/// intermediate: [[step, value], ...], reason, user_attrs}]}; with several
+/// objectives "directions" and "best_trials" (the Pareto front: number,
+/// values, params), and each trial's "values"; a trial's "constraints".
+inline void write_trials_json(const std::filesystem::path& path, std::string_view study_name,
+                              const std::vector<Direction>& directions,
+                              std::span<const FrozenTrial> trials) {
+  trainkit::detail::require_file_path("write_trials_json.path", path, "study/trials.json");
+  io::write_file_atomically(path, trials_json(study_name, directions, trials).dump() + "\n");
+}
 inline void write_trials_json(const std::filesystem::path& path, std::string_view study_name,
                               Direction direction, std::span<const FrozenTrial> trials) {
-  trainkit::detail::require_file_path("write_trials_json.path", path, "study/trials.json");
-  io::write_file_atomically(path, trials_json(study_name, direction, trials).dump() + "\n");
+  write_trials_json(path, study_name, std::vector{direction}, trials);
 }
 
 namespace detail::reports {
@@ -409,7 +469,9 @@ inline std::string empty_note(const Frame& f, const std::string& what) {
 
 inline std::string value_tip(const FrozenTrial& t) {
   std::string s = "trial " + std::to_string(t.number) + " (" + to_string(t.state) + ")";
-  if (t.value) s += ": " + html::num(*t.value, "%.6g");
+  const auto values = t.objective_values();
+  for (size_t k = 0; k < values.size(); ++k) s += (k ? ", " : ": ") + html::num(values[k], "%.6g");
+  if (!t.feasible()) s += " (infeasible)";
   return s;
 }
 
@@ -610,6 +672,60 @@ inline std::string parallel_chart(Frame f, const std::vector<ParamAxis>& axes,
   return s + "</svg>\n";
 }
 
+/// The first two objectives against each other: complete trials as dots,
+/// the Pareto front (best_trials) as red dots joined in order of the first
+/// objective, trials whose constraints do not hold as grey crosses.
+inline std::string pareto_chart(const Frame& f, const StudyView& view) {
+  std::string s = f.open("pareto front");
+  s += legend(f, 12,
+              {{kCompleteColor, "complete"},
+               {kBestColor, "Pareto front"},
+               {kFailColor, "constraints broken"}});
+  std::vector<const FrozenTrial*> drawn;
+  double x0 = std::numeric_limits<double>::infinity(), x1 = -x0, y0 = x0, y1 = -x0;
+  for (const auto& t : view.trials) {
+    if (t.state != TrialState::Complete || t.values.size() < 2 || !std::isfinite(t.values[0]) ||
+        !std::isfinite(t.values[1]))
+      continue;
+    drawn.push_back(&t);
+    x0 = std::min(x0, t.values[0]), x1 = std::max(x1, t.values[0]);
+    y0 = std::min(y0, t.values[1]), y1 = std::max(y1, t.values[1]);
+  }
+  if (drawn.empty()) return s + empty_note(f, "no complete trial yet") + "</svg>\n";
+  const auto xr = html::value_range(x0, x1), yr = html::value_range(y0, y1);
+  const Scale x{xr.lo, xr.hi, false, f.x0() + 12.0, f.x1() - 12.0};
+  const Scale y{yr.lo, yr.hi, false, double(f.y1()), double(f.y0())};
+  s += y_grid(f, y);
+  const auto& d = view.objectives;
+  s += html::text(f.x0(), f.y1() + 16, html::num(xr.lo));
+  s += html::text(f.x1(), f.y1() + 16, html::num(xr.hi), "text-anchor=\"end\"");
+  s += html::text(f.x0() + f.w() / 2, f.y1() + 32,
+                  std::string("objective 0 (") + to_string(d[0]) + ") across, objective 1 (" +
+                      to_string(d[1]) + ") up",
+                  "text-anchor=\"middle\"");
+  std::set<int64_t> front;
+  for (const auto* t : best_trials(view)) front.insert(t->number);
+  std::vector<std::pair<double, double>> line;
+  for (const auto* t : drawn) {
+    const double px = x(t->values[0]), py = y(t->values[1]);
+    if (!t->feasible()) {
+      s += cross(px, py, kFailColor);
+    } else if (front.contains(t->number)) {
+      s += dot(px, py, kBestColor, value_tip(*t), "front", 4.5);
+      line.emplace_back(px, py);
+    } else {
+      s += dot(px, py, kCompleteColor, value_tip(*t), "complete");
+    }
+  }
+  std::sort(line.begin(), line.end());
+  std::string points;
+  for (const auto& [px, py] : line) points += html::point(px, py);
+  if (line.size() > 1)
+    s += "<polyline class=\"front\" fill=\"none\" stroke=\"" + std::string(kBestColor) +
+         "\" stroke-width=\"1.5\" points=\"" + points + "\"/>\n";
+  return s + "</svg>\n";
+}
+
 /// Every trial's intermediate values against the step, coloured by state;
 /// a pruned trial's curve ends in a cross where it was cut.
 inline std::string curves_chart(const Frame& f, const std::vector<FrozenTrial>& all) {
@@ -657,20 +773,30 @@ inline std::string curves_chart(const Frame& f, const std::vector<FrozenTrial>& 
   return s + "</svg>\n";
 }
 
-inline std::string study_html(std::string_view study_name, Direction direction,
+inline std::string study_html(std::string_view study_name, const std::vector<Direction>& directions,
                               std::span<const FrozenTrial> trials) {
   const auto all = by_number(trials);
-  const StudyView view{direction, all};
+  const auto view = view_of(directions, all);
+  const bool several = directions.size() > 1;
   const auto axes = param_axes(all);
   const auto names = param_names(all);
-  const auto* best = view.best();
+  const auto* best = several ? nullptr : view.best();
 
   // Header: the best trial and the counts by state.
-  std::string counts_line = std::to_string(all.size()) + " trials (" + to_string(direction) + ")";
+  std::string counts_line =
+      std::to_string(all.size()) + " trials (" + directions_text(directions) + ")";
   for (const auto& [state, n] : counts(all))
     counts_line += " &#183; <span class=\"count\" data-state=\"" + std::string(to_string(state)) +
                    "\">" + to_string(state) + " " + std::to_string(n) + "</span>";
   std::string best_line = "no complete trial yet", best_rows;
+  if (several) {
+    const auto front = best_trials(view);
+    best_line =
+        "Pareto front: <b class=\"front-size\">" + std::to_string(front.size()) + "</b> trials";
+    for (size_t k = 0; k < front.size() && k < 12; ++k)
+      best_line += (k ? ", " : " (") + std::to_string(front[k]->number);
+    if (!front.empty()) best_line += front.size() > 12 ? ", ...)" : ")";
+  }
   if (best) {
     best_line = "best value <b class=\"best-value\">" + html::num(*best->value, "%.6g") +
                 "</b> (trial " + std::to_string(best->number) + ")";
@@ -693,29 +819,34 @@ inline std::string study_html(std::string_view study_name, Direction direction,
     top += height + kChartGap;
     return f;
   };
-  body += history_chart(wide(300), view);
+  // (the history, parallel coordinates and slices plot one objective's value)
+  body += several ? pareto_chart(wide(360), view) : history_chart(wide(300), view);
   bool any_curve = false;
   for (const auto& t : all) any_curve |= !t.intermediate.empty();
   if (any_curve) body += curves_chart(wide(300), all);
-  if (!axes.empty()) body += parallel_chart(wide(340), axes, view);
+  if (!axes.empty() && !several) body += parallel_chart(wide(340), axes, view);
   constexpr int slice_width = (kPageWidth - kChartGap) / 2, slice_height = 270;
-  for (size_t k = 0; k < axes.size(); ++k) {
+  const size_t slices = several ? 0 : axes.size();
+  for (size_t k = 0; k < slices; ++k) {
     const Frame f{kPageLeft + int(k % 2) * (slice_width + kChartGap),
                   top + int(k / 2) * (slice_height + kChartGap), slice_width, slice_height};
     body += slice_chart(f, axes[k], all);
   }
-  top += int((axes.size() + 1) / 2) * (slice_height + kChartGap);
+  top += int((slices + 1) / 2) * (slice_height + kChartGap);
 
   // Every trial, as a table.
-  std::string table = "<tr><th>number</th><th>state</th><th>value</th><th>duration (s)</th>";
+  std::string table = "<tr><th>number</th><th>state</th><th>value" +
+                      std::string(several ? "s" : "") + "</th><th>duration (s)</th>";
   for (const auto& name : names) table += "<th>" + html::escape(name) + "</th>";
   table += "<th>reason</th></tr>\n";
   for (const auto& t : all) {
     const auto d = duration_s(t);
+    std::string values;
+    for (const double v : t.objective_values())
+      values += (values.empty() ? "" : ", ") + html::num(v, "%.6g");
     table += "<tr class=\"" + std::string(to_string(t.state)) + "\"><td>" +
-             std::to_string(t.number) + "</td><td>" + to_string(t.state) + "</td><td>" +
-             (t.value ? html::num(*t.value, "%.6g") : "") + "</td><td>" +
-             (d ? html::num(*d, "%.3g") : "") + "</td>";
+             std::to_string(t.number) + "</td><td>" + to_string(t.state) + "</td><td>" + values +
+             "</td><td>" + (d ? html::num(*d, "%.3g") : "") + "</td>";
     for (const auto& name : names) {
       const auto p = t.params.find(name);
       table += "<td>" + (p == t.params.end() ? "" : html::escape(param_text(p->second))) + "</td>";
@@ -737,40 +868,54 @@ inline std::string study_html(std::string_view study_name, Direction direction,
 }  // namespace detail::reports
 
 /// The page of write_study_report.
+inline std::string study_report_html(std::string_view study_name,
+                                     const std::vector<Direction>& directions,
+                                     std::span<const FrozenTrial> trials) {
+  return detail::reports::study_html(study_name, directions, trials);
+}
 inline std::string study_report_html(std::string_view study_name, Direction direction,
                                      std::span<const FrozenTrial> trials) {
-  return detail::reports::study_html(study_name, direction, trials);
+  return study_report_html(study_name, std::vector{direction}, trials);
 }
 
 /// One self-contained HTML page of the study (see the top of this file);
 /// charts are <svg class="chart"> at fixed places, with `data-chart` naming
 /// each (a slice also has `data-param`).
 inline void write_study_report(const std::filesystem::path& path, std::string_view study_name,
-                               Direction direction, std::span<const FrozenTrial> trials) {
+                               const std::vector<Direction>& directions,
+                               std::span<const FrozenTrial> trials) {
   trainkit::detail::require_file_path("write_study_report.path", path, "study/report.html");
-  io::write_file_atomically(path, study_report_html(study_name, direction, trials));
+  io::write_file_atomically(path, study_report_html(study_name, directions, trials));
+}
+inline void write_study_report(const std::filesystem::path& path, std::string_view study_name,
+                               Direction direction, std::span<const FrozenTrial> trials) {
+  write_study_report(path, study_name, std::vector{direction}, trials);
 }
 
 /// trials.csv, trials.json and report.html of a study in one folder.
 struct StudyReport {
   std::filesystem::path dir = "study";
 
-  void write(std::string_view study_name, Direction direction,
+  void write(std::string_view study_name, const std::vector<Direction>& directions,
              std::span<const FrozenTrial> trials) const {
     write_trials_csv(dir / "trials.csv", trials);
-    write_trials_json(dir / "trials.json", study_name, direction, trials);
-    write_study_report(dir / "report.html", study_name, direction, trials);
+    write_trials_json(dir / "trials.json", study_name, directions, trials);
+    write_study_report(dir / "report.html", study_name, directions, trials);
   }
-  /// From a Study (or anything with name(), direction() and trials()).
+  void write(std::string_view study_name, Direction direction,
+             std::span<const FrozenTrial> trials) const {
+    write(study_name, std::vector{direction}, trials);
+  }
+  /// From a Study (or anything with name(), directions() and trials()).
   template <class S>
   requires requires(const S& s) {
     s.name();
-    s.direction();
+    s.directions();
     s.trials();
   }
   void write(const S& study) const {
     const auto trials = study.trials();
-    write(study.name(), study.direction(), trials);
+    write(study.name(), study.directions(), trials);
   }
 };
 
