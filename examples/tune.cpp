@@ -50,6 +50,22 @@ bool is_worker_0() {
   return env.rank == 0 && env.local_rank == 0;
 }
 
+// Worker 0 reports on the whole study: the others may still be in their last
+// trials (one silent for stale_after_s has lost its worker).
+template <class Study>
+std::vector<tune::FrozenTrial> whole_study(const Study& study, tune::Storage& db,
+                                           double stale_after_s) {
+  const bool reporter = is_worker_0();
+  for (auto all = study.trials();; all = study.trials()) {
+    const bool busy = std::any_of(all.begin(), all.end(), [&](const tune::FrozenTrial& t) {
+      return t.state == tune::TrialState::Running &&
+             db.seconds_since_heartbeat(t.id) < stale_after_s;
+    });
+    if (!reporter || !busy) return all;
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+}
+
 // One trial: suggest, train with pruning, return the best validation loss;
 // the accuracy and the training time go into the trial's user attrs.
 double train_once(tune::Trial& trial, const Setup& s) {
@@ -90,14 +106,15 @@ int speed_against_accuracy(const Setup& s, const std::shared_ptr<tune::Storage>&
   const std::vector directions{tune::Direction::Maximize, tune::Direction::Minimize};
   auto search = [&](auto policy) {
     tune::Study study(db, {.name = study_name, .directions = directions}, std::move(policy));
+    const tune::OptimizeOptions o{.max_trials = trials, .retry_failed = 1};
     study.optimize(
         [&](tune::Trial& t) -> std::vector<double> {
           train_once(t, s);
           return {t.record().user_attrs.at("val_accuracy").get<double>(),
                   t.record().user_attrs.at("seconds").get<double>()};
         },
-        {.max_trials = trials, .retry_failed = 1});
-    return std::pair{study.trials(), study.best_trials()};
+        o);
+    return std::pair{whole_study(study, *db, o.stale_after_s), study.best_trials()};
   };
   // a small first generation: the example's budgets are tens of trials
   const auto [all, front] =
@@ -124,7 +141,7 @@ int main(int argc, char** argv) {
   CLI::App app{"trainkit tune: hyperparameter search for the demo CNN on the glyphs"};
   Setup s;
   int64_t trials = 30;
-  std::string sampler = "tpe", pruner = "asha", storage = "runs/tune/study.db", study_name = "cnn";
+  std::string sampler = "tpe", pruner = "asha", storage = "runs/tune/study.db", study_name;
   int threads = 0;
   int64_t reduction_factor = 3;
   app.add_option("--trials", trials, "study budget: trials across all workers")
@@ -142,7 +159,8 @@ int main(int argc, char** argv) {
   app.add_option("--pruner", pruner, "asha, median, none")
       ->check(CLI::IsMember({"asha", "median", "none"}));
   app.add_option("--storage", storage, "the study's SQLite file");
-  app.add_option("--study", study_name, "the study's name in the storage");
+  app.add_option("--study", study_name,
+                 "the study's name in the storage (default cnn; cnn-pareto for accuracy-seconds)");
   app.add_option("--reduction-factor", reduction_factor,
                  "ASHA: a trial goes on past a rung if in the best 1/this there")
       ->check(CLI::Range(int64_t{2}, int64_t{100}));
@@ -174,6 +192,7 @@ int main(int argc, char** argv) {
                   (long long)t.user_attrs.value("epochs", int64_t{0}));
       return 0;
     }
+    if (study_name.empty()) study_name = objectives == "loss" ? "cnn" : "cnn-pareto";
     const auto dir = std::filesystem::path(storage).parent_path();
     if (!dir.empty()) std::filesystem::create_directories(dir);
     auto db = std::make_shared<tune::SqliteStorage>(storage);
@@ -194,17 +213,7 @@ int main(int argc, char** argv) {
                         std::move(sampler_policy), std::move(pruner_policy));
       const tune::OptimizeOptions o{.max_trials = trials, .retry_failed = 1};
       study.optimize([&](tune::Trial& t) { return train_once(t, s); }, o);
-      // Worker 0 reports on the whole study: the others may still be in
-      // their last trials (one silent for stale_after_s has lost its worker).
-      const bool reporter = is_worker_0();
-      for (auto all = study.trials();; all = study.trials()) {
-        const bool busy = std::any_of(all.begin(), all.end(), [&](const tune::FrozenTrial& t) {
-          return t.state == tune::TrialState::Running &&
-                 db->seconds_since_heartbeat(t.id) < o.stale_after_s;
-        });
-        if (!reporter || !busy) return all;
-        std::this_thread::sleep_for(std::chrono::seconds(1));
-      }
+      return whole_study(study, *db, o.stale_after_s);
     };
     auto with_pruner = [&](auto sampler_policy) {
       if (pruner == "asha")

@@ -4,7 +4,7 @@
 //                                                 then one trial enqueued and left waiting
 //   tune_optuna_interop STORAGE STUDY dump FILE  the study as trainkit reads it, as JSON
 //   tune_optuna_interop STORAGE STUDY pareto N   N trials of the two-objective study
-//                                                 with a constraint (random sampler)
+//                                                 with a constraint (NSGA-II, population 4)
 //   tune_optuna_interop STORAGE STUDY dump-pareto FILE   that study, as dump writes
 // STORAGE is sqlite:PATH or postgres:CONNINFO. The objective is the one the
 // Python side runs: every kind of parameter, intermediate values with
@@ -22,7 +22,7 @@
 
 #include <trainkit/tune/pareto.hpp>
 #include <trainkit/tune/pruners/none.hpp>
-#include <trainkit/tune/samplers/random.hpp>
+#include <trainkit/tune/samplers/nsga2.hpp>
 #include <trainkit/tune/samplers/tpe.hpp>
 #include <trainkit/tune/study.hpp>
 
@@ -103,7 +103,8 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (mode == "pareto") {
-      Study study(storage, {.name = argv[2], .directions = pareto}, sampler::Random({.seed = 11}));
+      Study study(storage, {.name = argv[2], .directions = pareto},
+                  sampler::NsgaII({.population_size = 4, .seed = 11}));
       study.optimize(
           [](Trial& t) -> std::vector<double> {
             const double x = t.suggest_float("x", -3, 5), y = t.suggest_float("y", 0, 1);

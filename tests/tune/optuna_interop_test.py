@@ -11,8 +11,11 @@ objective as below and dumps a study as trainkit reads it.
 2. Optuna runs a study; trainkit reads it as Optuna does and continues it
    (claiming Optuna's waiting trial); Optuna reads back trainkit's trials.
 3. The same both ways for a study of two objectives with a constraint
-   (NSGA-II on Optuna's side): values, constraints, and the best trials
-   (the feasible Pareto front) that trainkit and Optuna 4 return.
+   (NSGA-II on both sides): values, constraints, and the best trials
+   (the feasible Pareto front) that trainkit and Optuna 4 return; trainkit's
+   NSGA-II breeds from Optuna's trials (Optuna's, continuing trainkit's
+   study, stays in its random first generation: trainkit's trials carry no
+   generation of Optuna's).
 """
 import json
 import math
@@ -261,6 +264,11 @@ def pareto_from_optuna():
     ours, theirs = same_trials(name, "Optuna's two-objective study continued by trainkit",
                                "dump-pareto")
     check(len(ours) == 20, f"{len(ours)} trials after trainkit's 4")
+    # trainkit's NSGA-II (population 4) breeds from Optuna's 16 trials: a child
+    # keeps a parent's value of x or y unless both mutate; a random draw never does
+    xs, ys = {t.params["x"] for t in ours[:16]}, {t.params["y"] for t in ours[:16]}
+    check(any(t.params["x"] in xs or t.params["y"] in ys for t in ours[16:]),
+          "trainkit's NSGA-II bred from Optuna's trials")
     same_best_trials(name, theirs, "Optuna's two-objective study continued by trainkit")
 
 

@@ -346,10 +346,13 @@ void several_objectives(const Backend& b) {
   // a value count that is not the study's is refused, and nothing is written
   CHECK(error_of([&] {
           s->finish_trial(wrong.id, {TrialState::Complete, 1.0});
-        }).find("study of 3 objectives ended with 1 value(s)") != std::string::npos);
+        }).find("study of 3 objectives ended complete with 1 value(s)") != std::string::npos);
   CHECK(error_of([&] {
           s->finish_trial(wrong.id, {.state = TrialState::Complete, .values = {1.0, 2.0}});
-        }).find("ended with 2 value(s)") != std::string::npos);
+        }).find("ended complete with 2 value(s)") != std::string::npos);
+  CHECK(error_of([&] {
+          s->finish_trial(wrong.id, {.state = TrialState::Complete});
+        }).find("ended complete with 0 value(s)") != std::string::npos);
   const auto trials = b.open()->trials(study);
   REQUIRE(trials.size() == 3);
   CHECK_FALSE(trials[0].value);
@@ -366,6 +369,9 @@ void several_objectives(const Backend& b) {
   CHECK(error_of([&] {
           s->finish_trial(t.id, {.state = TrialState::Complete, .values = {1.0}});
         }).find("study of one objective ended with `values`") != std::string::npos);
+  CHECK(error_of([&] {
+          s->finish_trial(t.id, {TrialState::Complete});
+        }).find("ended complete without a value") != std::string::npos);
 }
 TUNE_STORAGE_CASE_IMPL("storage", "a study of several objectives keeps a value per objective",
                        several_objectives)
@@ -611,6 +617,9 @@ TEST_CASE("storage sqlite: a study database with hostile cells reads as a traink
       "parameter \"c\" holds NaN, which its distribution");
   check("UPDATE trial_params SET distribution_json = '[1]'",
         "parameter \"c\": stored distribution [1] is not one");
+  // last: the restore leaves values alone
+  check("UPDATE trial_values SET objective = 1",
+        "trial 0 has a value of objective 1 in a study of 1 objective(s)");
 }
 
 TEST_CASE("storage sqlite: a failed call writes nothing") {

@@ -123,7 +123,8 @@ inline std::vector<size_t> pareto_front(const std::vector<Point>& points) {
 /// objective, the gap between its two neighbours over the objective's finite
 /// range, summed. An objective all points share adds nothing; the ends'
 /// missing neighbours are -inf and +inf (an infinite distance), and
-/// inf - inf counts as 0 (Optuna's rules).
+/// inf - inf counts as 0 (Optuna's rules). Where values tie, the points are
+/// taken in index order (Optuna's order there is its sort's).
 inline std::vector<double> crowding_distance(const std::vector<Point>& points) {
   const size_t n = points.size();
   std::vector<double> distance(n, 0.0);

@@ -66,13 +66,6 @@ inline StudyView view_of(const std::vector<Direction>& directions,
   return {directions[0], all, directions.size() > 1 ? directions : std::vector<Direction>{}};
 }
 
-/// The largest number of values any trial has (0 in a study of one objective).
-inline size_t objective_count(std::span<const FrozenTrial> trials) {
-  size_t n = 0;
-  for (const auto& t : trials) n = std::max(n, t.values.size());
-  return n;
-}
-
 /// Every parameter name any trial has, sorted.
 inline std::vector<std::string> param_names(std::span<const FrozenTrial> trials) {
   std::set<std::string> names;
@@ -151,12 +144,13 @@ inline std::map<TrialState, int64_t> counts(std::span<const FrozenTrial> trials)
 
 }  // namespace detail::reports
 
-/// The CSV text of write_trials_csv.
-inline std::string trials_csv(std::span<const FrozenTrial> trials) {
+/// The CSV text of write_trials_csv; a study of several `objectives` has a
+/// `values_<k>` column per objective.
+inline std::string trials_csv(std::span<const FrozenTrial> trials, size_t objectives = 1) {
   using namespace detail::reports;
   const auto all = by_number(trials);
   const auto names = param_names(all);
-  const size_t objectives = objective_count(all);
+  if (objectives < 2) objectives = 0;
   std::string s = "number,state,value";
   for (size_t k = 0; k < objectives; ++k) s += ",values_" + std::to_string(k);
   s += ",started,finished,duration_s";
@@ -248,13 +242,14 @@ inline nlohmann::json trials_json(std::string_view study_name, Direction directi
   return trials_json(study_name, std::vector{direction}, trials);
 }
 
-/// One row per trial (in number order): number, state, value, started and
-/// finished (UTC), duration_s, a `params_<name>` column per parameter of any
-/// trial (blank where a trial lacks it), the prune or fail reason.
-inline void write_trials_csv(const std::filesystem::path& path,
-                             std::span<const FrozenTrial> trials) {
+/// One row per trial (in number order): number, state, value (with several
+/// `objectives`, `values_<k>` columns too), started and finished (UTC),
+/// duration_s, a `params_<name>` column per parameter of any trial (blank
+/// where a trial lacks it), the prune or fail reason.
+inline void write_trials_csv(const std::filesystem::path& path, std::span<const FrozenTrial> trials,
+                             size_t objectives = 1) {
   trainkit::detail::require_file_path("write_trials_csv.path", path, "study/trials.csv");
-  io::write_file_atomically(path, trials_csv(trials));
+  io::write_file_atomically(path, trials_csv(trials, objectives));
 }
 
 /// {"study", "direction", "counts", "params", "best_trial", "trials": [{number,
@@ -525,7 +520,7 @@ inline std::string history_chart(const Frame& f, const StudyView& view) {
     } else if (t.state == TrialState::Complete) {
       s += dot(px, py, kCompleteColor, value_tip(t), "complete");
       if (best) best_line += html::point(px, y(*best));  // the step
-      if (!best || view.better(*t.value, *best)) best = *t.value;
+      if (t.feasible() && (!best || view.better(*t.value, *best))) best = *t.value;
       best_line += html::point(px, y(*best));
     }
   }
@@ -898,7 +893,7 @@ struct StudyReport {
 
   void write(std::string_view study_name, const std::vector<Direction>& directions,
              std::span<const FrozenTrial> trials) const {
-    write_trials_csv(dir / "trials.csv", trials);
+    write_trials_csv(dir / "trials.csv", trials, directions.size());
     write_trials_json(dir / "trials.json", study_name, directions, trials);
     write_study_report(dir / "report.html", study_name, directions, trials);
   }

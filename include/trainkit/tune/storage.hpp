@@ -145,10 +145,15 @@ inline void require_values(const TrialEnd& end, size_t objectives) {
     throw Error(
         "trainkit: a trial of a study of one objective ended with `values`; accepted: "
         "`value`");
-  if (objectives > 1 && (end.value || (!end.values.empty() && end.values.size() != objectives)))
+  const bool complete = end.state == TrialState::Complete;
+  if (objectives == 1 && complete && !end.value)
+    throw Error("trainkit: a trial ended complete without a value; accepted: a value");
+  if (objectives > 1 && (end.value || (!end.values.empty() && end.values.size() != objectives) ||
+                         (complete && end.values.empty())))
     throw Error("trainkit: a trial of a study of " + std::to_string(objectives) +
-                " objectives ended with " + std::to_string(end.value ? 1 : end.values.size()) +
-                " value(s); accepted: none, or one per objective in `values`");
+                " objectives ended " + to_string(end.state) + " with " +
+                std::to_string(end.value ? 1 : end.values.size()) +
+                " value(s); accepted: one per objective in `values` (none unless complete)");
 }
 
 inline bool counts_against_budget(TrialState s) {

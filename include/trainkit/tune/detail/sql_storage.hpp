@@ -787,9 +787,10 @@ class SqlStorage : public Storage {
   std::vector<FrozenTrial> load_trials(const std::string& filter, int64_t key) {
     const std::string where = " x JOIN trials t ON t.trial_id = x.trial_id WHERE " + filter;
     std::vector<FrozenTrial> out;
-    std::map<int64_t, size_t> index;
+    std::map<int64_t, size_t> index, objectives_of;  // by trial id: its place, its objectives
+    std::map<int64_t, size_t> objectives;            // by study
     for (const auto& r : q("SELECT t.trial_id, t.number, t.state, {epoch_of(t.datetime_start)}, "
-                           "{epoch_of(t.datetime_complete)} FROM trials t WHERE " +
+                           "{epoch_of(t.datetime_complete)}, t.study_id FROM trials t WHERE " +
                                filter + " ORDER BY t.number, t.trial_id",
                            {key})) {
       FrozenTrial t;
@@ -798,17 +799,31 @@ class SqlStorage : public Storage {
       t.state = trial_state_from_optuna(text(r[2]));
       if (r[3]) t.started_at = parse_double(*r[3]);
       if (r[4]) t.finished_at = parse_double(*r[4]);
+      const int64_t study = integer(r[5]);
+      if (!objectives.contains(study)) objectives[study] = directions_of(study).size();
+      objectives_of[t.id] = objectives[study];
       index[t.id] = out.size();
       out.push_back(std::move(t));
     }
-    // one row: a study of one objective's value; several: one per objective
-    for (const auto& r : q("SELECT x.trial_id, x.value, x.value_type FROM trial_values" + where +
-                               " ORDER BY x.trial_id, x.objective",
+    // a study of one objective: `value`; of several: `values`, each at its objective
+    for (const auto& r : q("SELECT x.trial_id, x.objective, x.value, x.value_type FROM "
+                           "trial_values" +
+                               where,
                            {key})) {
-      out[index.at(integer(r[0]))].values.push_back(typed_value(r[1], text(r[2])));
-    }
-    for (auto& t : out) {
-      if (t.values.size() == 1) t.value = t.values[0], t.values.clear();
+      const int64_t id = integer(r[0]), objective = integer(r[1]);
+      auto& t = out[index.at(id)];
+      const size_t n = objectives_of.at(id);
+      if (objective < 0 || size_t(objective) >= n)
+        throw Error("trainkit: trial " + std::to_string(t.number) + " has a value of objective " +
+                    std::to_string(objective) + " in a study of " + std::to_string(n) +
+                    " objective(s)");
+      const double v = typed_value(r[2], text(r[3]));
+      if (n == 1) {
+        t.value = v;
+      } else {
+        t.values.resize(n, std::numeric_limits<double>::quiet_NaN());  // NaN: not stored
+        t.values[size_t(objective)] = v;
+      }
     }
     for (const auto& r : q("SELECT x.trial_id, x.param_name, x.distribution_json, x.param_value "
                            "FROM trial_params" +

@@ -442,7 +442,7 @@ class Gp {
       });
     };
     auto complete = view.with_state(TrialState::Complete);
-    std::erase_if(complete, [&](const FrozenTrial* t) { return !has_space(*t); });
+    std::erase_if(complete, [&](const FrozenTrial* t) { return !t->value || !has_space(*t); });
     if (space.empty() || complete.empty()) return {};
 
     std::vector<std::string> names;

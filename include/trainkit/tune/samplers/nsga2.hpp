@@ -16,6 +16,7 @@
 // sampler keeps no state and any number of workers share a study.
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <optional>
@@ -36,7 +37,9 @@ struct NsgaIIOptions {
   /// number of parameters).
   std::optional<double> mutation_prob{};
   double crossover_prob = 0.9;  ///< a child of two parents, else a copy of one
-  double swapping_prob = 0.5;   ///< per parameter, the second parent's value
+  /// Per parameter, the chance of the first parent's value (else the
+  /// second's), as Optuna's swapping_prob.
+  double swapping_prob = 0.5;
   uint64_t seed = 0;
 };
 
@@ -69,8 +72,8 @@ class NsgaII {
     if (rng.uniform() < options_.crossover_prob) {
       const auto* first = tournament(parents, nullptr, rng);
       const auto* second = tournament(parents, first, rng);
-      for (const auto& [name, dist] : space) {
-        const auto* from = rng.uniform() < options_.swapping_prob ? second : first;
+      for (const auto& [name, dist] : space) {  // Optuna's mask: the second parent at u >= p
+        const auto* from = rng.uniform() >= options_.swapping_prob ? second : first;
         child[name] = from->params.at(name).internal;
       }
     } else {
@@ -102,11 +105,18 @@ class NsgaII {
     const std::vector<Direction> one{view.direction};
     const auto& directions = view.objectives.empty() ? one : view.objectives;
     std::vector<Member> complete;
+    bool constrained = false;
     for (const auto& t : view.trials) {
       const auto values = t.objective_values();
       if (t.state != TrialState::Complete || values.size() != directions.size()) continue;
       const auto c = t.constraints();
-      complete.push_back({&t, minimized(values, directions), c ? violation(*c) : 0.0});
+      constrained = constrained || c.has_value();
+      // where others have constraints, one without ranks behind them all (Optuna's rule)
+      complete.push_back({&t, minimized(values, directions),
+                          c ? violation(*c) : std::numeric_limits<double>::infinity()});
+    }
+    if (!constrained) {
+      for (auto& m : complete) m.violation = 0;
     }
     const size_t n = size_t(options_.population_size);
     std::vector<Member> elite;
