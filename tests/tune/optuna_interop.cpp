@@ -91,8 +91,7 @@ int main(int argc, char** argv) {
       const auto id = storage->create_study(argv[2], directions, true);
       const auto trials = storage->trials(id);
       std::set<int64_t> best;  // trainkit's best trials (the feasible Pareto front)
-      const StudyView view{directions[0], trials,
-                           directions.size() > 1 ? directions : std::vector<Direction>{}};
+      const auto view = StudyView::of(directions, trials);
       for (const auto* t : best_trials(view)) best.insert(t->number);
       nlohmann::json out = nlohmann::json::array();
       for (const auto& t : trials) {

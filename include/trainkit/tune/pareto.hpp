@@ -217,8 +217,7 @@ inline double hypervolume(const std::vector<Point>& points, const Point& referen
 inline std::vector<const FrozenTrial*> best_trials(const StudyView& view) {
   std::vector<const FrozenTrial*> candidates;
   std::vector<Point> points;
-  const std::vector<Direction> one{view.direction};
-  const auto& directions = view.objectives.empty() ? one : view.objectives;
+  const auto directions = view.directions();
   for (const auto& t : view.trials) {
     const auto values = t.objective_values();
     if (t.state != TrialState::Complete || values.size() != directions.size() || !t.feasible())

@@ -42,6 +42,13 @@ inline const char* to_string(Direction d) {
   return d == Direction::Minimize ? "minimize" : "maximize";
 }
 
+/// "minimize" or "minimize, maximize".
+inline std::string to_string(const std::vector<Direction>& directions) {
+  std::string out;
+  for (const auto d : directions) out += (out.empty() ? "" : ", ") + std::string(to_string(d));
+  return out;
+}
+
 inline Direction direction_from_string(const std::string& s) {
   trainkit::detail::require_option(s == "minimize" || s == "maximize", "direction", s,
                                    "\"minimize\" or \"maximize\"");
@@ -128,6 +135,18 @@ struct StudyView {
   std::span<const FrozenTrial> trials;
   /// A study of several objectives: their directions; empty for one.
   std::vector<Direction> objectives{};
+
+  /// The view of a study with these directions (one per objective).
+  static StudyView of(const std::vector<Direction>& directions,
+                      std::span<const FrozenTrial> trials) {
+    trainkit::detail::require_option(!directions.empty(), "directions", std::string("none"),
+                                     "one direction per objective");
+    return {directions[0], trials, directions.size() > 1 ? directions : std::vector<Direction>{}};
+  }
+  /// One direction per objective.
+  std::vector<Direction> directions() const {
+    return objectives.empty() ? std::vector{direction} : objectives;
+  }
 
   std::vector<const FrozenTrial*> with_state(TrialState s) const {
     std::vector<const FrozenTrial*> out;

@@ -52,20 +52,6 @@ inline std::vector<FrozenTrial> by_number(std::span<const FrozenTrial> trials) {
   return out;
 }
 
-/// "minimize" or "minimize, maximize".
-inline std::string directions_text(const std::vector<Direction>& directions) {
-  std::string s;
-  for (const auto d : directions) s += (s.empty() ? "" : ", ") + std::string(to_string(d));
-  return s;
-}
-
-inline StudyView view_of(const std::vector<Direction>& directions,
-                         std::span<const FrozenTrial> all) {
-  trainkit::detail::require_option(!directions.empty(), "report directions", std::string("none"),
-                                   "one direction per objective");
-  return {directions[0], all, directions.size() > 1 ? directions : std::vector<Direction>{}};
-}
-
 /// Every parameter name any trial has, sorted.
 inline std::vector<std::string> param_names(std::span<const FrozenTrial> trials) {
   std::set<std::string> names;
@@ -188,7 +174,7 @@ inline nlohmann::json trials_json(std::string_view study_name,
   using namespace detail::reports;
   using nlohmann::json;
   const auto all = by_number(trials);
-  const auto view = view_of(directions, all);
+  const auto view = StudyView::of(directions, all);
   json out = {{"study", study_name}};
   if (directions.size() == 1) {
     out["direction"] = to_string(directions[0]);
@@ -771,15 +757,14 @@ inline std::string curves_chart(const Frame& f, const std::vector<FrozenTrial>& 
 inline std::string study_html(std::string_view study_name, const std::vector<Direction>& directions,
                               std::span<const FrozenTrial> trials) {
   const auto all = by_number(trials);
-  const auto view = view_of(directions, all);
+  const auto view = StudyView::of(directions, all);
   const bool several = directions.size() > 1;
   const auto axes = param_axes(all);
   const auto names = param_names(all);
   const auto* best = several ? nullptr : view.best();
 
   // Header: the best trial and the counts by state.
-  std::string counts_line =
-      std::to_string(all.size()) + " trials (" + directions_text(directions) + ")";
+  std::string counts_line = std::to_string(all.size()) + " trials (" + to_string(directions) + ")";
   for (const auto& [state, n] : counts(all))
     counts_line += " &#183; <span class=\"count\" data-state=\"" + std::string(to_string(state)) +
                    "\">" + to_string(state) + " " + std::to_string(n) + "</span>";

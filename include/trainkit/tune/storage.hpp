@@ -119,12 +119,6 @@ inline double now_seconds() {
               "\" already exists; pass load_if_exists = true to add trials to it");
 }
 
-inline std::string to_string(const std::vector<Direction>& directions) {
-  std::string out;
-  for (const auto d : directions) out += (out.empty() ? "" : ", ") + std::string(to_string(d));
-  return out;
-}
-
 inline void require_same_direction(const std::string& name, const std::vector<Direction>& stored,
                                    const std::vector<Direction>& asked) {
   if (stored != asked) {

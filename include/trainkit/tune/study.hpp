@@ -454,8 +454,7 @@ class Study final : private detail::TrialDriver {
   }
 
   StudyView view(const std::vector<FrozenTrial>& trials) const {
-    return StudyView{options_.direction, trials,
-                     several() ? options_.directions : std::vector<Direction>{}};
+    return StudyView::of(options_.directions, trials);
   }
 
   Active& active(const FrozenTrial& t) {

@@ -102,8 +102,7 @@ class NsgaII {
 
   /// The elite after the last whole generation; empty during the first.
   std::vector<Member> parent_population(const StudyView& view) const {
-    const std::vector<Direction> one{view.direction};
-    const auto& directions = view.objectives.empty() ? one : view.objectives;
+    const auto directions = view.directions();
     std::vector<Member> complete;
     bool constrained = false;
     for (const auto& t : view.trials) {
