@@ -14,7 +14,8 @@ writes the hypervolume gap as its regret: the same tables apply.
 
 Several files may be given (e.g. the GP run on its own budget): they are merged,
 trainkit's samplers named tk_<sampler>; a sampler met again (another budget)
-is kept as <name>_<seeds>x<trials>.
+is kept as <name>_<seeds>x<trials>, unless its file says "first_seed" above 0
+(--first-seed: more seeds of the same run), where its seeds are pooled.
 """
 import json
 import math
@@ -36,6 +37,13 @@ def load(paths):
                 if sname == "optimum":
                     continue
                 key = prefix + sname
+                if key in into and data.get("first_seed", 0) > 0:  # more seeds: pooled
+                    old, n_old, n_new = into[key], len(into[key]["best_so_far"]), len(res["best_so_far"])
+                    into[key] = {"best_so_far": old["best_so_far"] + res["best_so_far"],
+                                 "overhead_ms_per_trial": (old["overhead_ms_per_trial"] * n_old +
+                                                           res["overhead_ms_per_trial"] * n_new) /
+                                                          (n_old + n_new)}
+                    continue
                 if key in into:  # the same sampler on another budget: keep both
                     key += f"_{len(res['best_so_far'])}x{len(res['best_so_far'][0])}"
                 into[key] = res
@@ -115,7 +123,7 @@ def main():
     print("|---|---|---|" + "---|" * len(BUDGETS) + "---|")
     order = ["tk_random", "tk_halton", "tk_tpe", "tk_tpe_true_density", "tk_tpe_multivariate", "tk_tpe_group",
              "tk_gp", "tk_gp_group", "optuna_random", "optuna_tpe", "optuna_tpe_multivariate", "optuna_tpe_group",
-             "optuna_gp", "tk_nsga2", "optuna_nsga2", "optuna_motpe"]
+             "optuna_gp", "tk_nsga2", "optuna_nsga2", "tk_motpe", "optuna_motpe"]
     for fname, per in data.items():
         names = sorted((s for s in per if s != "optimum"),
                        key=lambda s: (order.index(base(s)) if base(s) in order else len(order), s))
@@ -138,7 +146,8 @@ def main():
              ("tk_tpe_group", "tk_tpe_multivariate"), ("optuna_tpe_group", "optuna_tpe_multivariate"),
              ("tk_tpe_group", "tk_tpe"), ("tk_gp_group", "tk_gp"), ("tk_gp_group", "optuna_tpe_group"),
              ("tk_nsga2", "optuna_nsga2"), ("tk_nsga2", "tk_random"), ("optuna_nsga2", "optuna_random"),
-             ("tk_nsga2", "optuna_motpe")]
+             ("tk_nsga2", "optuna_motpe"), ("tk_motpe", "optuna_motpe"), ("tk_motpe", "optuna_nsga2"),
+             ("tk_motpe", "tk_random")]
     print()
     print("Ratio: median regret of A / of B (below 1: A better). p(A better), p(A worse): "
           "one-sided Mann-Whitney U over the seeds.")

@@ -8,7 +8,10 @@
 // the optimum 0), beside bench/tune_pareto_optuna.py's for Optuna.
 //
 //   bench_tune_pareto --seeds 10 --trials 200 --functions zdt1,zdt2,zdt3
-//                     --samplers random,nsga2 --json trainkit.json
+//                     --samplers random,nsga2,motpe --json trainkit.json
+//
+// motpe is sampler::Tpe with its defaults on the two objectives, as
+// Optuna's TPESampler with its defaults is there.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -27,6 +30,7 @@
 #include <trainkit/tune/pareto.hpp>
 #include <trainkit/tune/samplers/nsga2.hpp>
 #include <trainkit/tune/samplers/random.hpp>
+#include <trainkit/tune/samplers/tpe.hpp>
 #include <trainkit/tune/storage.hpp>
 #include <trainkit/tune/study.hpp>
 
@@ -103,12 +107,14 @@ std::vector<double> run(const std::string& function, S sampler, int trials, doub
 }  // namespace
 
 int main(int argc, char** argv) {
-  int seeds = 10, trials = 200;
-  std::string functions = "zdt1,zdt2,zdt3", samplers = "random,nsga2", json_path;
+  int seeds = 10, first_seed = 0, trials = 200;
+  std::string functions = "zdt1,zdt2,zdt3", samplers = "random,nsga2,motpe", json_path;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
     if (k == "--seeds")
       seeds = std::atoi(v.c_str());
+    else if (k == "--first-seed")  // seeds K .. K+S-1, to add to an earlier run
+      first_seed = std::atoi(v.c_str());
     else if (k == "--trials")
       trials = std::atoi(v.c_str());
     else if (k == "--functions")
@@ -120,7 +126,8 @@ int main(int argc, char** argv) {
     else
       throw std::runtime_error("bench_tune_pareto: unknown flag " + k);
   }
-  nlohmann::json out = {{"source", "trainkit"}, {"seeds", seeds}, {"trials", trials}};
+  nlohmann::json out = {
+      {"source", "trainkit"}, {"seeds", seeds}, {"first_seed", first_seed}, {"trials", trials}};
   for (const auto& function : split(functions)) {
     if (function != "zdt1" && function != "zdt2" && function != "zdt3")
       throw std::runtime_error("bench_tune_pareto: unknown function " + function);
@@ -129,13 +136,16 @@ int main(int argc, char** argv) {
     for (const auto& name : split(samplers)) {
       std::vector<std::vector<double>> curves;
       double overhead_s = 0;
-      for (int seed = 0; seed < seeds; ++seed) {
+      for (int seed = first_seed; seed < first_seed + seeds; ++seed) {
         if (name == "random")
           curves.push_back(
               run(function, sampler::Random({.seed = uint64_t(seed)}), trials, best, overhead_s));
         else if (name == "nsga2")
           curves.push_back(
               run(function, sampler::NsgaII({.seed = uint64_t(seed)}), trials, best, overhead_s));
+        else if (name == "motpe")
+          curves.push_back(
+              run(function, sampler::Tpe({.seed = uint64_t(seed)}), trials, best, overhead_s));
         else
           throw std::runtime_error("bench_tune_pareto: unknown sampler " + name);
       }

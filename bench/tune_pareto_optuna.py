@@ -7,6 +7,9 @@ S seeds of N trials each; per trial the hypervolume gap (reference point
 JSON format bench/tune_compare.py reads.
 
   /usr/bin/python3 bench/tune_pareto_optuna.py --seeds 10 --trials 200 --json optuna.json
+
+--first-seed K runs seeds K .. K+S-1, to add seeds to an earlier run
+(bench/tune_compare.py pools the files).
 """
 import argparse
 import json
@@ -58,6 +61,7 @@ def make_sampler(name, seed):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--seeds", type=int, default=10)
+    ap.add_argument("--first-seed", type=int, default=0)
     ap.add_argument("--trials", type=int, default=200)
     ap.add_argument("--functions", default="zdt1,zdt2,zdt3")
     ap.add_argument("--samplers", default="optuna_random,optuna_nsga2,optuna_motpe")
@@ -65,14 +69,14 @@ def main():
     args = ap.parse_args()
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-    out = {"source": "optuna " + optuna.__version__, "seeds": args.seeds, "trials": args.trials,
-           "results": {}}
+    out = {"source": "optuna " + optuna.__version__, "seeds": args.seeds,
+           "first_seed": args.first_seed, "trials": args.trials, "results": {}}
     for fname in args.functions.split(","):
         best = hypervolume([(i / 10000, zdt_h(fname, i / 10000)) for i in range(10001)])
         per = out["results"].setdefault(fname, {"optimum": 0.0})
         for sname in args.samplers.split(","):
             curves, overheads = [], []
-            for seed in range(args.seeds):
+            for seed in range(args.first_seed, args.first_seed + args.seeds):
                 objective_s = 0.0
 
                 def objective(trial):

@@ -10,30 +10,13 @@
 #include <trainkit/tune/study.hpp>
 #include <vector>
 
+#include "zdt1.hpp"
+
 using namespace trainkit::tune;
 
 namespace {
 
-const std::vector two{Direction::Minimize, Direction::Minimize};
-
-/// ZDT1 over `n` variables in [0, 1]: its front is f2 = 1 - sqrt(f1) at g = 1.
-std::vector<double> zdt1(Trial& t, int n) {
-  std::vector<double> x;
-  for (int i = 0; i < n; ++i) x.push_back(t.suggest_float("x" + std::to_string(i), 0, 1));
-  double g = 0;
-  for (int i = 1; i < n; ++i) g += x[size_t(i)];
-  g = 1 + 9 * g / (n - 1);
-  return {x[0], g * (1 - std::sqrt(x[0] / g))};
-}
-
-template <class S>
-double zdt1_hypervolume(S sampler, int trials) {
-  Study study(std::make_shared<InMemoryStorage>(), {.directions = two}, std::move(sampler));
-  study.optimize([](Trial& t) { return zdt1(t, 6); }, {.n_trials = trials, .log = nullptr});
-  std::vector<Point> points;
-  for (const auto& t : study.trials()) points.push_back(t.values);
-  return hypervolume(points, {1.1, 11});
-}
+const auto& two = zdt1::directions;
 
 /// A finished trial of two parameters and two minimised objectives.
 FrozenTrial planted(int64_t number, double a, double b, std::vector<double> values) {
@@ -76,7 +59,7 @@ TEST_CASE("NSGA-II: the first generation is random search's draws") {
              sampler::NsgaII({.population_size = 8, .seed = 4}));
   Study random(std::make_shared<InMemoryStorage>(), {.directions = two},
                sampler::Random({.seed = 4}));
-  const auto objective = [](Trial& t) { return zdt1(t, 3); };
+  const auto objective = [](Trial& t) { return zdt1::objective(t, 3); };
   nsga.optimize(objective, {.n_trials = 12, .log = nullptr});
   random.optimize(objective, {.n_trials = 12, .log = nullptr});
   const auto a = nsga.trials(), b = random.trials();
@@ -131,8 +114,9 @@ TEST_CASE("NSGA-II: feasible trials rank first") {
 TEST_CASE("NSGA-II covers more of ZDT1's front than random search") {
   double nsga = 0, random = 0;
   for (uint64_t seed = 0; seed < 4; ++seed) {
-    nsga += zdt1_hypervolume(sampler::NsgaII({.population_size = 20, .seed = seed}), 300);
-    random += zdt1_hypervolume(sampler::Random({.seed = seed}), 300);
+    nsga += zdt1::hypervolume_of(
+        zdt1::search(sampler::NsgaII({.population_size = 20, .seed = seed}), 300));
+    random += zdt1::hypervolume_of(zdt1::search(sampler::Random({.seed = seed}), 300));
   }
   MESSAGE("hypervolume after 300 trials, mean of 4 seeds: NSGA-II " << nsga / 4 << ", random "
                                                                     << random / 4);

@@ -119,8 +119,8 @@ class Study final : private detail::TrialDriver {
       if (!MultiObjectiveSampler<S>)
         throw Error(
             "trainkit: StudyOptions.directions has " + std::to_string(options_.directions.size()) +
-            " objectives; this sampler models one (accepted for several: NsgaII, or one that "
-            "never reads the values: Random, Grid, Halton)");
+            " objectives; this sampler models one (accepted for several: NsgaII, Tpe, or one "
+            "that never reads the values: Random, Grid, Halton)");
       if (!std::is_same_v<P, pruner::None>)
         throw Error(
             "trainkit: a study of several objectives cannot prune (a pruner compares "

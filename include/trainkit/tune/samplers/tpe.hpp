@@ -4,8 +4,11 @@
 // ("above"), each set is modelled by a Parzen estimator (a mixture of
 // truncated normals, or of categorical distributions, one kernel per trial
 // plus a wide prior), and of n_ei_candidates draws from the "below" model
-// the one with the highest l(x) / g(x) is taken. Everything is recomputed
-// from the StudyView on each call: the sampler keeps no state.
+// the one with the highest l(x) / g(x) is taken. With several objectives
+// (Optuna's multi-objective TPE) "below" is whole non-dominated ranks, the
+// last cut by greedy hypervolume subset selection, and its kernels weigh by
+// hypervolume contribution. Everything is recomputed from the StudyView on
+// each call: the sampler keeps no state.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -21,6 +24,7 @@
 
 #include "trainkit/error.hpp"
 #include "trainkit/tune/detail/rng.hpp"
+#include "trainkit/tune/pareto.hpp"
 #include "trainkit/tune/record.hpp"
 #include "trainkit/tune/samplers/random.hpp"
 
@@ -427,6 +431,9 @@ struct TpeScore {
   /// -inf complete, -last step pruned, 1 pruned before reporting, +inf no result
   double step = 0;
   double value = 0;  ///< the value, negated when maximizing (+inf for a NaN report)
+  /// Several objectives, a complete trial: every value, minimised (as
+  /// minimized()); `value` is the first's. Empty with one objective.
+  Point values{};
   bool no_result() const { return step == std::numeric_limits<double>::infinity(); }
   bool operator<(const TpeScore& o) const {
     return step < o.step || (step == o.step && value < o.value);
@@ -440,6 +447,10 @@ struct TpeObservations {
   std::vector<TpeScore> scores;
   std::vector<int64_t> numbers;                                      ///< the trials' numbers
   std::map<std::string, std::vector<std::optional<double>>> values;  ///< name -> per trial
+  /// Where some trial of the study has constraints: per trial, the sum of
+  /// its positive constraint values (0: feasible; +inf without constraints
+  /// or a result). Empty otherwise.
+  std::vector<double> violations;
   /// The trials with a result: what the startup count and gamma see.
   int64_t finished() const {
     return std::count_if(scores.begin(), scores.end(),
@@ -449,20 +460,29 @@ struct TpeObservations {
 
 /// Optuna's _get_observation_pairs over the view's complete and pruned
 /// trials, its running ones with `constant_liar`, and its failed ones with
-/// `failed_as_worst`.
+/// `failed_as_worst`. With several objectives pruned trials are left out
+/// (Optuna's rule: nothing ranks a pruned trial's one objective against
+/// complete trials' several).
 inline TpeObservations tpe_observations(const StudyView& view,
                                         const std::vector<std::string>& names,
                                         bool constant_liar = false, bool failed_as_worst = false) {
   constexpr double inf = std::numeric_limits<double>::infinity();
+  const auto directions = view.directions();
+  const bool several = directions.size() > 1;
   const double sign = view.direction == Direction::Minimize ? 1.0 : -1.0;
+  const bool constrained = std::any_of(view.trials.begin(), view.trials.end(),
+                                       [](const FrozenTrial& t) { return t.constraints(); });
   TpeObservations out;
   for (const auto& name : names) out.values[name];
   for (const auto& t : view.trials) {
     TpeScore score;
     if (t.state == TrialState::Complete) {
-      if (!t.value) continue;
-      score = {-inf, sign * *t.value};
+      const auto values = t.objective_values();
+      if (values.size() != directions.size()) continue;
+      score = {-inf, sign * values[0]};
+      if (several) score.values = minimized(values, directions);
     } else if (t.state == TrialState::Pruned) {
+      if (several) continue;
       if (const auto step = t.last_step()) {
         const double v = t.intermediate.at(*step);
         score = {-static_cast<double>(*step), std::isnan(v) ? inf : sign * v};
@@ -475,7 +495,11 @@ inline TpeObservations tpe_observations(const StudyView& view,
     } else {
       continue;
     }
-    out.scores.push_back(score);
+    if (constrained) {
+      const auto c = t.constraints();
+      out.violations.push_back(c && !score.no_result() ? violation(*c) : inf);
+    }
+    out.scores.push_back(std::move(score));
     out.numbers.push_back(t.number);
     for (auto& [name, values] : out.values) {
       const auto p = t.params.find(name);
@@ -485,20 +509,175 @@ inline TpeObservations tpe_observations(const StudyView& view,
   return out;
 }
 
+/// The reference point of Optuna's multi-objective TPE: beyond the worst of
+/// `points` by a tenth of its size in each objective (EPS where that is 0).
+inline Point tpe_reference_point(const std::vector<Point>& points) {
+  Point worst = points.at(0);
+  for (const auto& p : points) {
+    for (size_t k = 0; k < p.size(); ++k) worst[k] = std::max(worst[k], p[k]);
+  }
+  for (auto& w : worst) {
+    w = std::max(1.1 * w, 0.9 * w);
+    if (w == 0) w = 1e-12;
+  }
+  return worst;
+}
+
+/// Greedy hypervolume subset selection (Optuna 3.1's _solve_hssp): `size`
+/// of `points` (their indices, in the order taken), each adding the most
+/// hypervolume to those taken before it; within 1 - 1/e of the best subset.
+inline std::vector<size_t> tpe_hssp(const std::vector<Point>& points, size_t size,
+                                    const Point& reference) {
+  std::vector<double> gain(points.size());
+  for (size_t i = 0; i < points.size(); ++i) gain[i] = hypervolume({points[i]}, reference);
+  std::vector<Point> taken;
+  std::vector<size_t> out;
+  double volume = 0;
+  while (out.size() < std::min(size, points.size())) {
+    const size_t best =
+        static_cast<size_t>(std::max_element(gain.begin(), gain.end()) - gain.begin());
+    gain[best] = -1;  // taken
+    for (size_t j = 0; j < points.size(); ++j) {
+      if (gain[j] == -1) continue;
+      // what j shares with the new point and no point taken before
+      Point shared(points[j].size());
+      for (size_t k = 0; k < shared.size(); ++k)
+        shared[k] = std::max(points[best][k], points[j][k]);
+      auto with = taken;
+      with.push_back(std::move(shared));
+      gain[j] -= hypervolume(with, reference) - volume;
+    }
+    taken.push_back(points[best]);
+    out.push_back(best);
+    volume = hypervolume(taken, reference);
+  }
+  return out;
+}
+
 /// Indices (into `scores`) of the best n_below and of the rest, each in
-/// chronological order (Optuna's _split_observation_pairs, one objective).
+/// chronological order (Optuna's _split_observation_pairs). With
+/// `violations`, feasible trials come first and infeasible ones by their
+/// violation. With several objectives, whole non-dominated ranks, the last
+/// one cut by hypervolume subset selection; trials without a result (no
+/// values to rank) are always above.
 inline std::pair<std::vector<size_t>, std::vector<size_t>> tpe_split(
-    const std::vector<TpeScore>& scores, int64_t n_below) {
-  std::vector<size_t> order(scores.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return scores[a] < scores[b]; });
-  const auto cut =
-      order.begin() + std::clamp<int64_t>(n_below, 0, static_cast<int64_t>(order.size()));
-  std::vector<size_t> below(order.begin(), cut), above(cut, order.end());
-  std::sort(below.begin(), below.end());
-  std::sort(above.begin(), above.end());
-  return {below, above};
+    const std::vector<TpeScore>& scores, int64_t n_below, std::span<const double> violations = {}) {
+  const size_t n = scores.size();
+  const size_t cut = static_cast<size_t>(std::clamp<int64_t>(n_below, 0, static_cast<int64_t>(n)));
+  std::vector<size_t> below, above;
+  const auto sorted = [&] {
+    std::sort(below.begin(), below.end());
+    std::sort(above.begin(), above.end());
+    return std::pair{below, above};
+  };
+  if (!violations.empty()) {
+    trainkit::detail::require_option(violations.size() == n, "violations",
+                                     int64_t(violations.size()), "one per score");
+    std::vector<size_t> order(n);
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return violations[a] < violations[b]; });
+    if (cut == n || violations[order[cut]] > 0) {  // every feasible trial is below
+      below.assign(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(cut));
+      above.assign(order.begin() + static_cast<std::ptrdiff_t>(cut), order.end());
+      return sorted();
+    }
+    // more feasible trials than below holds: split those, the infeasible above
+    std::vector<size_t> feasible;
+    std::vector<TpeScore> feasible_scores;
+    for (size_t i = 0; i < n; ++i) {
+      if (violations[i] == 0) {
+        feasible.push_back(i), feasible_scores.push_back(scores[i]);
+      } else {
+        above.push_back(i);
+      }
+    }
+    const auto [b, a] = tpe_split(feasible_scores, n_below);
+    for (const size_t i : b) below.push_back(feasible[i]);
+    for (const size_t i : a) above.push_back(feasible[i]);
+    return sorted();
+  }
+  const bool several = std::any_of(scores.begin(), scores.end(),
+                                   [](const TpeScore& s) { return !s.values.empty(); });
+  if (!several) {
+    std::vector<size_t> order(n);
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return scores[a] < scores[b]; });
+    below.assign(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(cut));
+    above.assign(order.begin() + static_cast<std::ptrdiff_t>(cut), order.end());
+    return sorted();
+  }
+  std::vector<size_t> ranked;  // the trials with values
+  std::vector<Point> points;
+  for (size_t i = 0; i < n; ++i) {
+    if (scores[i].values.empty()) {
+      above.push_back(i);
+    } else {
+      ranked.push_back(i), points.push_back(scores[i].values);
+    }
+  }
+  const auto ranks = nondominated_ranks(points);
+  const size_t wanted = std::min(cut, ranked.size());
+  for (int64_t r = 0; below.size() < wanted; ++r) {
+    std::vector<size_t> members;  // into ranked
+    for (size_t i = 0; i < ranked.size(); ++i) {
+      if (ranks[i] == r) members.push_back(i);
+    }
+    if (below.size() + members.size() <= wanted) {
+      for (const size_t i : members) below.push_back(ranked[i]);
+      continue;
+    }
+    std::vector<Point> rank_points;  // the boundary rank: the subset adding most volume
+    for (const size_t i : members) rank_points.push_back(points[i]);
+    std::vector<bool> chosen(members.size(), false);
+    for (const size_t k :
+         tpe_hssp(rank_points, wanted - below.size(), tpe_reference_point(rank_points)))
+      chosen[k] = true;
+    for (size_t k = 0; k < members.size(); ++k) {
+      if (chosen[k]) below.push_back(ranked[members[k]]);
+    }
+  }
+  std::vector<bool> is_below(n, false);
+  for (const size_t i : below) is_below[i] = true;
+  for (const size_t i : ranked) {
+    if (!is_below[i]) above.push_back(i);
+  }
+  return sorted();
+}
+
+/// The weights of the "below" kernels with several objectives (Optuna
+/// 3.1's _calculate_weights_below_for_multi_objective): each feasible
+/// trial's hypervolume contribution among the feasible below trials, over
+/// the largest; an infeasible one weighs EPS. `below` as tpe_split gives it.
+inline std::vector<double> tpe_below_weights(const std::vector<TpeScore>& scores,
+                                             const std::vector<size_t>& below,
+                                             std::span<const double> violations = {}) {
+  constexpr double eps = 1e-12;
+  std::vector<double> weights(below.size(), eps);
+  std::vector<size_t> feasible;  // into below
+  std::vector<Point> points;
+  for (size_t k = 0; k < below.size(); ++k) {
+    if (violations.empty() || violations[below[k]] == 0)
+      feasible.push_back(k), points.push_back(scores[below[k]].values);
+  }
+  if (points.size() == 1) weights[feasible[0]] = 1;
+  if (points.size() < 2) return weights;
+  const auto reference = tpe_reference_point(points);
+  const double volume = hypervolume(points, reference);
+  std::vector<double> contribution(points.size());
+  for (size_t i = 0; i < points.size(); ++i) {
+    auto rest = points;
+    rest.erase(rest.begin() + static_cast<std::ptrdiff_t>(i));
+    contribution[i] = volume - hypervolume(rest, reference) + eps;
+  }
+  const double top = *std::max_element(contribution.begin(), contribution.end());
+  for (size_t i = 0; i < points.size(); ++i) {
+    // an infinite value makes the volumes infinite: every kernel then weighs 1
+    const double w = contribution[i] / top;
+    weights[feasible[i]] = std::isfinite(w) ? std::clamp(w, 0.0, 1.0) : 1.0;
+  }
+  return weights;
 }
 
 /// What multivariate TPE models jointly: the parameters every complete or
@@ -552,9 +731,13 @@ struct TpeOptions {
   bool legacy_log_pdf = true;
 };
 
-/// Tree-structured Parzen estimator (Optuna 3.1's TPESampler, one objective).
+/// Tree-structured Parzen estimator (Optuna 3.1's TPESampler), for one
+/// objective or several, with constraints (Trial::set_constraints) where
+/// trials have them: feasible trials rank first.
 class Tpe {
  public:
+  static constexpr bool multi_objective = true;
+
   explicit Tpe(TpeOptions o = {}) : options_(std::move(o)) {
     using trainkit::detail::require_option;
     require_option(options_.n_startup_trials >= 0, "TpeOptions.n_startup_trials",
@@ -581,21 +764,24 @@ class Tpe {
         detail::tpe_observations(view, {name}, options_.constant_liar, options_.failed_as_worst);
     const auto n = obs.finished();
     if (n < options_.n_startup_trials) return detail::from_unit(dist, rng.uniform());
-    const auto [below, above] = detail::tpe_split(obs.scores, options_.gamma(n));
+    const auto [below, above] = detail::tpe_split(obs.scores, options_.gamma(n), obs.violations);
     const auto& values = obs.values.at(name);
     // A parameter whose range changed may have values a log scale cannot take.
     const bool log = detail::log_scale(dist);
+    const auto usable = [&](size_t k) {
+      // a running or failed trial's value counts only in the current range
+      return values[k] && (!log || *values[k] > 0) &&
+             (!obs.scores[k].no_result() || contains(dist, *values[k]));
+    };
     auto pick = [&](const std::vector<size_t>& idx) {
       detail::ParzenEstimator::Values out{{name, {}}};
       for (auto k : idx) {
-        // a running or failed trial's value counts only in the current range
-        if (values[k] && (!log || *values[k] > 0) &&
-            (!obs.scores[k].no_result() || contains(dist, *values[k])))
-          out[name].push_back(*values[k]);
+        if (usable(k)) out[name].push_back(*values[k]);
       }
       return out;
     };
-    return choose(rng, pick(below), pick(above), {{name, dist}}).at(name);
+    return choose(rng, pick(below), pick(above), {{name, dist}}, below_weights(obs, below, usable))
+        .at(name);
   }
 
   /// The intersection search space (or with `group`, each group of it),
@@ -627,18 +813,20 @@ class Tpe {
         detail::tpe_observations(view, names, options_.constant_liar, options_.failed_as_worst);
     const auto n = obs.finished();
     if (n < options_.n_startup_trials) return {};
-    const auto [below, above] = detail::tpe_split(obs.scores, options_.gamma(n));
+    const auto [below, above] = detail::tpe_split(obs.scores, options_.gamma(n), obs.violations);
     // Every complete and pruned trial has every parameter of `space`, in
     // range; a running or failed one counts once it has them all, in range.
+    const auto usable = [&](size_t k) {
+      return std::all_of(names.begin(), names.end(), [&](const std::string& name) {
+        const auto& v = obs.values.at(name)[k];
+        return v && contains(space.at(name), *v);  // drawn under another range: left out
+      });
+    };
     auto pick = [&](const std::vector<size_t>& idx) {
       detail::ParzenEstimator::Values out;
       for (const auto& name : names) out[name];
       for (auto k : idx) {
-        if (!std::all_of(names.begin(), names.end(), [&](const std::string& name) {
-              const auto& v = obs.values.at(name)[k];
-              return v && contains(space.at(name), *v);  // drawn under another range: left out
-            }))
-          continue;
+        if (!usable(k)) continue;
         for (const auto& name : names) out[name].push_back(*obs.values.at(name)[k]);
       }
       return out;
@@ -647,14 +835,34 @@ class Tpe {
     // keeps the stream it always had.
     detail::Rng rng(options_.seed, trial.number,
                     options_.group ? "\x1ftpe.relative:" + names.front() : "\x1ftpe.relative");
-    return choose(rng, pick(below), pick(above), space);
+    return choose(rng, pick(below), pick(above), space, below_weights(obs, below, usable));
   }
 
-  // Of n_ei_candidates draws from l (below), the one with the highest l/g.
+  // With several objectives: the below kernels' weights (hypervolume
+  // contributions), for the trials `usable` keeps; none with one objective
+  // (the `weights` option's).
+  template <class Usable>
+  static std::optional<std::vector<double>> below_weights(const detail::TpeObservations& obs,
+                                                          const std::vector<size_t>& below,
+                                                          const Usable& usable) {
+    if (std::all_of(obs.scores.begin(), obs.scores.end(),
+                    [](const detail::TpeScore& s) { return s.values.empty(); }))
+      return std::nullopt;
+    const auto all = detail::tpe_below_weights(obs.scores, below, obs.violations);
+    std::vector<double> out;
+    for (size_t k = 0; k < below.size(); ++k) {
+      if (usable(below[k])) out.push_back(all[k]);
+    }
+    return out;
+  }
+
+  // Of n_ei_candidates draws from l (below), the one with the highest l/g;
+  // `below_weights`, if given, weigh l's kernels instead of the option's.
   std::map<std::string, double> choose(detail::Rng& rng,
                                        const detail::ParzenEstimator::Values& below,
                                        const detail::ParzenEstimator::Values& above,
-                                       const SearchSpace& space) const {
+                                       const SearchSpace& space,
+                                       std::optional<std::vector<double>> below_weights) const {
     const detail::ParzenOptions po{.consider_prior = options_.consider_prior,
                                    .prior_weight = options_.prior_weight,
                                    .consider_magic_clip = options_.consider_magic_clip,
@@ -662,7 +870,9 @@ class Tpe {
                                    .weights = options_.weights,
                                    .multivariate = options_.multivariate,
                                    .legacy_log_pdf = options_.legacy_log_pdf};
-    const detail::ParzenEstimator l(below, space, po), g(above, space, po);
+    auto below_po = po;
+    if (below_weights) below_po.weights = [w = std::move(*below_weights)](int64_t) { return w; };
+    const detail::ParzenEstimator l(below, space, below_po), g(above, space, po);
     const auto candidates = l.sample(rng, static_cast<size_t>(options_.n_ei_candidates));
     const auto log_l = l.log_pdf(candidates), log_g = g.log_pdf(candidates);
     size_t best = 0;
