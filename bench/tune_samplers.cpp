@@ -20,8 +20,8 @@
 // --workers N --objective-ms M: N threads share the study (n_threads) and
 // each objective call sleeps M ms, so trials overlap as parallel training
 // runs do; tpe_no_liar leaves the running trials out (no constant liar),
-// gp_liar puts them in at the worst value seen (GpOptions::constant_liar,
-// off by default). Regret is then counted in trial-number order.
+// gp_liar puts them in at the best value seen, after the fit
+// (GpOptions::constant_liar). Regret is then counted in trial-number order.
 //
 // LibTorch (through gp.hpp) before everything else, as tests/tune/gp_test.cpp.
 #include <trainkit/tune/samplers/gp.hpp>

@@ -13,6 +13,7 @@
 #include <limits>
 #include <map>
 #include <numbers>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -375,10 +376,11 @@ struct GpOptions {
   int64_t n_local_search = 10;           ///< of which this many (with the best trial) are ascended
   int64_t max_ascent_steps = 200;        ///< L-BFGS iterations per local search, at most
   double minimum_noise = detail::default_minimum_noise;  ///< the GP's noise-variance floor
-  /// Other workers' running trials enter the model at the worst value seen
-  /// (a pessimistic constant liar), so that parallel workers do not propose
-  /// the same point. Off by default: with 2 and 4 workers it raised the
-  /// regret after 50 trials on Branin and Hartmann-6 (docs/benchmarks.md).
+  /// Other workers' running trials enter the model at the best value seen,
+  /// after the kernel is fitted without them (Optuna 4.5's "best" constant
+  /// liar, optuna#6430), so that parallel workers do not propose the same
+  /// point. (A pessimistic liar, the worst value in the fit, bent the model
+  /// and raised the regret: docs/benchmarks.md.)
   bool constant_liar = false;
   /// Trials their objective failed enter the model at the worst value seen
   /// (not those failed for a lost worker), so the sampler leaves a region
@@ -480,28 +482,45 @@ class Gp {
     const double incumbent = ys[static_cast<size_t>(best_trial)];
     int64_t rows = n;
     // After the complete trials (best_trial still indexes them): the trials
-    // without a result that count as the worst value seen.
+    // their objective failed, at the worst value seen.
     const double worst = *std::min_element(ys.begin(), ys.end());
-    auto add_worst = [&](TrialState state) {
-      for (const auto* t : view.with_state(state)) {
-        if (state == TrialState::Fail && !t->failed_in_objective()) continue;  // a lost worker
-        // Not the trial being sampled, nor one that has not drawn yet.
-        if (!has_space(*t)) continue;
-        for (size_t j = 0; j < axes.size(); ++j)
-          xs.push_back(axes[j].normalize(t->params.at(names[j]).internal));
-        ys.push_back(worst);
-        ++rows;
-      }
+    // the trials with a value for each axis: not the trial being sampled, nor
+    // one that has not drawn yet
+    const auto add_row = [&](const FrozenTrial& t, double y) {
+      for (size_t j = 0; j < axes.size(); ++j)
+        xs.push_back(axes[j].normalize(t.params.at(names[j]).internal));
+      ys.push_back(y);
     };
-    if (options_.constant_liar) add_worst(TrialState::Running);
-    if (options_.failed_as_worst) add_worst(TrialState::Fail);
+    for (const auto* t : view.with_state(TrialState::Fail)) {
+      // not one failed for a lost worker
+      if (options_.failed_as_worst && t->failed_in_objective() && has_space(*t))
+        add_row(*t, worst), ++rows;
+    }
 
     const auto x_train = torch::tensor(xs, torch::kDouble).reshape({rows, d});
     detail::GaussianProcess gp(x_train, torch::tensor(ys, torch::kDouble), is_categorical);
     gp.fit({.minimum_noise = options_.minimum_noise,
             .deterministic_objective = options_.deterministic_objective});
+    // Other workers' running points, believed to be as good as the best
+    // trial, after the fit (the kernel is the one fitted without them):
+    // expected improvement vanishes there and nothing else in the model moves.
+    std::optional<detail::GaussianProcess> believed;
+    if (options_.constant_liar) {
+      int64_t running = 0;
+      for (const auto* t : view.with_state(TrialState::Running)) {
+        if (has_space(*t)) add_row(*t, incumbent), ++running;
+      }
+      if (running > 0) {
+        try {
+          believed.emplace(torch::tensor(xs, torch::kDouble).reshape({rows + running, d}),
+                           torch::tensor(ys, torch::kDouble), is_categorical, gp.params());
+        } catch (const std::exception&) {  // no Cholesky factor: the model without them
+        }
+      }
+    }
+    const auto& model = believed ? *believed : gp;
     auto acquisition = [&](const torch::Tensor& x) {
-      auto [m, v] = gp.posterior(x);
+      auto [m, v] = model.posterior(x);
       return detail::log_ei(m, v + 1e-12, incumbent);  // the 1e-12 keeps sqrt' finite
     };
 
