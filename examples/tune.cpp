@@ -8,6 +8,8 @@
 // With --objectives accuracy-seconds it searches for speed against accuracy
 // instead (multi-objective TPE, NSGA-II or random search; two objectives:
 // validation accuracy up, training seconds down) and prints the Pareto front.
+// With --space optimizer it also chooses the optimizer, AdamW or SGD, each
+// with its own hyperparameters (--group models each branch jointly).
 #include <torch/torch.h>
 
 #include <CLI/CLI.hpp>
@@ -66,18 +68,24 @@ std::vector<tune::FrozenTrial> whole_study(const Study& study, tune::Storage& db
   }
 }
 
-// One trial: suggest, train with pruning, return the best validation loss;
-// the accuracy and the training time go into the trial's user attrs.
-double train_once(tune::Trial& trial, const Setup& s) {
-  const double lr = trial.suggest_float("lr", 1e-4, 3e-2, {.log = true});
-  const double weight_decay = trial.suggest_float("weight_decay", 1e-5, 1e-1, {.log = true});
+// The search space: "lr-wd", AdamW's learning rate and weight decay; or
+// "optimizer", a conditional space: AdamW or SGD, each with hyperparameters
+// of its own (named by it, as their ranges differ). Both add the batch size
+// and OneCycle's pct_start.
+enum class Space { LrWd, Optimizer };
+
+// Trains one trial's CNN with optimizer policy Optim and the learning rate
+// `lr` (OneCycle's peak), with pruning; returns the fit's result and the
+// best validation loss.
+template <class Optim>
+std::pair<FitResult, double> fit_with(tune::Trial& trial, const Setup& s,
+                                      typename Optim::Options optim, double lr) {
   const auto batch_size = trial.suggest_categorical("batch_size", {32, 64, 128, 256});
   const double pct_start = trial.suggest_float("pct_start", 0.1, 0.5);
-
   torch::manual_seed(static_cast<uint64_t>(trial.number) + s.seed);
   SmallCnn model;
-  Trainer<optim::AdamW, sched::OneCycle> trainer(model,
-                                                 {.optim = {.lr = lr, .weight_decay = weight_decay},
+  optim.lr = lr;
+  Trainer<Optim, sched::OneCycle> trainer(model, {.optim = optim,
                                                   .sched = {.max_lr = lr, .pct_start = pct_start},
                                                   .parallel = {.device = worker_device()}});
   data::TensorBatches train(s.train, {.batch_size = batch_size,
@@ -86,21 +94,44 @@ double train_once(tune::Trial& trial, const Setup& s) {
   data::TensorBatches val(s.val, {.batch_size = 500});
   callbacks::EarlyStopping best(
       {.monitor = "val_loss", .patience = s.max_epochs, .restore_best_weights = false});
-  const auto start = std::chrono::steady_clock::now();
-  const auto result =
+  auto result =
       trainer.fit(task::Classification{}, train, {.epochs = s.max_epochs, .val_data = val},
                   tune::Pruning(trial, {.monitor = "val_loss"}), best);
+  return {std::move(result), best.best()};
+}
+
+// One trial: suggest, train with pruning, return the best validation loss;
+// the accuracy and the training time go into the trial's user attrs.
+double train_once(tune::Trial& trial, const Setup& s, Space space) {
+  const auto start = std::chrono::steady_clock::now();
+  const auto [result, best] = [&] {
+    if (space == Space::LrWd ||
+        trial.suggest_categorical("optimizer", {"adamw", "sgd"}) == "adamw") {
+      const std::string prefix = space == Space::LrWd ? "" : "adamw_";
+      const double lr = trial.suggest_float(prefix + "lr", 1e-4, 3e-2, {.log = true});
+      optim::AdamWOptions o{
+          .weight_decay = trial.suggest_float(prefix + "weight_decay", 1e-5, 1e-1, {.log = true})};
+      if (space == Space::Optimizer) o.beta2 = trial.suggest_float("adamw_beta2", 0.9, 0.9999);
+      return fit_with<optim::AdamW>(trial, s, o, lr);
+    }
+    const double lr = trial.suggest_float("sgd_lr", 1e-3, 0.3, {.log = true});
+    const optim::SGDOptions o{
+        .momentum = trial.suggest_float("sgd_momentum", 0.0, 0.99),
+        .weight_decay = trial.suggest_float("sgd_weight_decay", 1e-6, 1e-2, {.log = true}),
+        .nesterov = trial.suggest_categorical("sgd_nesterov", {false, true})};
+    return fit_with<optim::SGD>(trial, s, o, lr);
+  }();
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   trial.set_user_attr("epochs", result.epochs);  // the compute this trial used
   trial.set_user_attr("val_accuracy", result.metrics.at("val_accuracy"));
   trial.set_user_attr("seconds", seconds);
-  return best.best();
+  return best;
 }
 
 // Speed against accuracy: the Pareto front of validation accuracy (up) and
 // training seconds (down), searched by multi-objective TPE, NSGA-II or at random.
-int speed_against_accuracy(const Setup& s, const std::shared_ptr<tune::Storage>& db,
+int speed_against_accuracy(const Setup& s, Space space, const std::shared_ptr<tune::Storage>& db,
                            const std::string& study_name, const std::string& sampler,
                            int64_t trials, const std::filesystem::path& report_dir) {
   const std::vector directions{tune::Direction::Maximize, tune::Direction::Minimize};
@@ -109,7 +140,7 @@ int speed_against_accuracy(const Setup& s, const std::shared_ptr<tune::Storage>&
     const tune::OptimizeOptions o{.max_trials = trials, .retry_failed = 1};
     study.optimize(
         [&](tune::Trial& t) -> std::vector<double> {
-          train_once(t, s);
+          train_once(t, s, space);
           return {t.record().user_attrs.at("val_accuracy").get<double>(),
                   t.record().user_attrs.at("seconds").get<double>()};
         },
@@ -157,6 +188,16 @@ int main(int argc, char** argv) {
                  "loss (the best validation loss), or accuracy-seconds: validation accuracy "
                  "against training seconds, with --sampler tpe, nsga2 or random and --pruner none")
       ->check(CLI::IsMember({"loss", "accuracy-seconds"}));
+  std::string space_name = "lr-wd";
+  app.add_option("--space", space_name,
+                 "lr-wd: AdamW's learning rate and weight decay; optimizer: AdamW or SGD, each "
+                 "with its own hyperparameters (a conditional space). Both add batch size and "
+                 "OneCycle's pct_start")
+      ->check(CLI::IsMember({"lr-wd", "optimizer"}));
+  bool group = false;
+  app.add_flag("--group", group,
+               "tpe and gp model each group of parameters that appear together (a conditional "
+               "space's branches; tpe multivariate)");
   app.add_option("--pruner", pruner, "asha, median, none")
       ->check(CLI::IsMember({"asha", "median", "none"}));
   app.add_option("--storage", storage, "the study's SQLite file");
@@ -174,6 +215,7 @@ int main(int argc, char** argv) {
                  "train once with these parameters (a JSON object) and print its value and "
                  "epochs: the objective for another search driver (bench/tune_cnn.py)");
   CLI11_PARSE(app, argc, argv);
+  const Space space = space_name == "optimizer" ? Space::Optimizer : Space::LrWd;
   if (threads > 0) torch::set_num_threads(threads);
 
   try {
@@ -183,7 +225,7 @@ int main(int argc, char** argv) {
       tune::Study study(std::make_shared<tune::InMemoryStorage>(), {.name = "evaluate"},
                         tune::sampler::Random{}, tune::pruner::None{});
       study.enqueue(nlohmann::json::parse(evaluate));
-      study.optimize([&](tune::Trial& t) { return train_once(t, s); },
+      study.optimize([&](tune::Trial& t) { return train_once(t, s, space); },
                      {.n_trials = 1, .log = nullptr});
       const auto t = study.trials().at(0);
       if (!t.value)
@@ -193,7 +235,10 @@ int main(int argc, char** argv) {
                   (long long)t.user_attrs.value("epochs", int64_t{0}));
       return 0;
     }
-    if (study_name.empty()) study_name = objectives == "loss" ? "cnn" : "cnn-pareto";
+    if (study_name.empty())
+      study_name = objectives != "loss"        ? "cnn-pareto"
+                   : space_name == "optimizer" ? "cnn-optimizer"
+                                               : "cnn";
     const auto dir = std::filesystem::path(storage).parent_path();
     if (!dir.empty()) std::filesystem::create_directories(dir);
     auto db = std::make_shared<tune::SqliteStorage>(storage);
@@ -209,14 +254,14 @@ int main(int argc, char** argv) {
       if (pruner != "none")
         throw Error("--objectives accuracy-seconds with --pruner " + pruner +
                     ": two objectives are not pruned; accepted: --pruner none");
-      return speed_against_accuracy(s, db, study_name, sampler, trials, report_dir);
+      return speed_against_accuracy(s, space, db, study_name, sampler, trials, report_dir);
     }
 
     auto run = [&](auto sampler_policy, auto pruner_policy) {
       tune::Study study(db, {.name = study_name, .direction = tune::Direction::Minimize},
                         std::move(sampler_policy), std::move(pruner_policy));
       const tune::OptimizeOptions o{.max_trials = trials, .retry_failed = 1};
-      study.optimize([&](tune::Trial& t) { return train_once(t, s); }, o);
+      study.optimize([&](tune::Trial& t) { return train_once(t, s, space); }, o);
       return whole_study(study, *db, o.stale_after_s);
     };
     auto with_pruner = [&](auto sampler_policy) {
@@ -227,10 +272,12 @@ int main(int argc, char** argv) {
         return run(std::move(sampler_policy), tune::pruner::Median({.n_warmup_steps = 1}));
       return run(std::move(sampler_policy), tune::pruner::None{});
     };
-    const auto all = sampler == "tpe"      ? with_pruner(tune::sampler::Tpe({.seed = s.seed}))
-                     : sampler == "gp"     ? with_pruner(tune::sampler::Gp({.seed = s.seed}))
-                     : sampler == "halton" ? with_pruner(tune::sampler::Halton({.seed = s.seed}))
-                                           : with_pruner(tune::sampler::Random({.seed = s.seed}));
+    const auto all =
+        sampler == "tpe"      ? with_pruner(tune::sampler::Tpe(
+                                    {.seed = s.seed, .multivariate = group, .group = group}))
+        : sampler == "gp"     ? with_pruner(tune::sampler::Gp({.seed = s.seed, .group = group}))
+        : sampler == "halton" ? with_pruner(tune::sampler::Halton({.seed = s.seed}))
+                              : with_pruner(tune::sampler::Random({.seed = s.seed}));
 
     // Worker 0 (or a lone process) writes the tables and the report.
     if (!is_worker_0()) return 0;
