@@ -41,7 +41,7 @@ SPACE_NOTES = {
     "lr-wd": "lr 1e-4..3e-2 log, weight_decay 1e-5..1e-1 log, batch_size {32,64,128,256}, "
              "pct_start 0.1..0.5",
     "optimizer": "optimizer {adamw: lr 1e-4..3e-2 log, weight_decay 1e-5..1e-1 log, beta2 "
-                 "0.9..0.9999; sgd: lr 1e-3..0.3 log, momentum 0..0.99, weight_decay 1e-6..1e-2 "
+                 "0.9..0.9999; sgd: lr 1e-3..0.3 log, momentum 0.5..0.99, weight_decay 1e-6..1e-2 "
                  "log, nesterov}, batch_size {32,64,128,256}, pct_start 0.1..0.5",
 }
 STUDY = {"lr-wd": "cnn", "optimizer": "cnn-optimizer"}  # examples/tune's study names
@@ -81,7 +81,7 @@ def suggest(t, space):
         p["adamw_beta2"] = t.suggest_float("adamw_beta2", 0.9, 0.9999)
     else:
         p["sgd_lr"] = t.suggest_float("sgd_lr", 1e-3, 0.3, log=True)
-        p["sgd_momentum"] = t.suggest_float("sgd_momentum", 0.0, 0.99)
+        p["sgd_momentum"] = t.suggest_float("sgd_momentum", 0.5, 0.99)
         p["sgd_weight_decay"] = t.suggest_float("sgd_weight_decay", 1e-6, 1e-2, log=True)
         p["sgd_nesterov"] = t.suggest_categorical("sgd_nesterov", [False, True])
     p["batch_size"] = t.suggest_categorical("batch_size", [32, 64, 128, 256])

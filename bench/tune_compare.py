@@ -122,7 +122,7 @@ def main():
           " | overhead ms/trial |")
     print("|---|---|---|" + "---|" * len(BUDGETS) + "---|")
     order = ["tk_random", "tk_halton", "tk_tpe", "tk_tpe_true_density", "tk_tpe_multivariate", "tk_tpe_group",
-             "tk_gp", "tk_gp_group", "optuna_random", "optuna_tpe", "optuna_tpe_multivariate", "optuna_tpe_group",
+             "tk_gp", "tk_gp_no_liar", "tk_gp_liar", "tk_gp_group", "optuna_random", "optuna_tpe", "optuna_tpe_multivariate", "optuna_tpe_group",
              "optuna_gp", "tk_nsga2", "optuna_nsga2", "tk_motpe", "optuna_motpe"]
     for fname, per in data.items():
         names = sorted((s for s in per if s != "optimum"),
@@ -145,6 +145,7 @@ def main():
              ("tk_tpe_group", "optuna_tpe_group"), ("tk_tpe_multivariate", "optuna_tpe_multivariate"),
              ("tk_tpe_group", "tk_tpe_multivariate"), ("optuna_tpe_group", "optuna_tpe_multivariate"),
              ("tk_tpe_group", "tk_tpe"), ("tk_gp_group", "tk_gp"), ("tk_gp_group", "optuna_tpe_group"),
+             ("tk_gp", "tk_gp_no_liar"), ("tk_gp_liar", "tk_gp"), ("tk_gp_liar", "optuna_gp"),
              ("tk_nsga2", "optuna_nsga2"), ("tk_nsga2", "tk_random"), ("optuna_nsga2", "optuna_random"),
              ("tk_nsga2", "optuna_motpe"), ("tk_motpe", "optuna_motpe"), ("tk_motpe", "optuna_nsga2"),
              ("tk_motpe", "tk_random")]

@@ -19,9 +19,8 @@
 //
 // --workers N --objective-ms M: N threads share the study (n_threads) and
 // each objective call sleeps M ms, so trials overlap as parallel training
-// runs do; tpe_no_liar leaves the running trials out (no constant liar),
-// gp_liar puts them in at the best value seen, after the fit
-// (GpOptions::constant_liar). Regret is then counted in trial-number order.
+// runs do; tpe_no_liar and gp_no_liar leave the running trials out (no
+// constant liar). Regret is then counted in trial-number order.
 //
 // LibTorch (through gp.hpp) before everything else, as tests/tune/gp_test.cpp.
 #include <trainkit/tune/samplers/gp.hpp>
@@ -223,14 +222,14 @@ Run run_sampler(const std::string& sampler, uint64_t seed, const TestFunction& f
   if (sampler == "gp") return run_study(sampler::Gp({.seed = seed}), fn, n_trials);
   if (sampler == "gp_group")
     return run_study(sampler::Gp({.seed = seed, .group = true}), fn, n_trials);
-  if (sampler == "gp_liar")
-    return run_study(sampler::Gp({.seed = seed, .constant_liar = true}), fn, n_trials);
+  if (sampler == "gp_no_liar")
+    return run_study(sampler::Gp({.seed = seed, .constant_liar = false}), fn, n_trials);
   if (sampler == "gp_ignore_failed")
     return run_study(sampler::Gp({.seed = seed, .failed_as_worst = false}), fn, n_trials);
   std::fprintf(
       stderr,
       "unknown sampler %s (random, halton, tpe, tpe_true_density, tpe_ignore_failed, "
-      "tpe_no_liar, tpe_multivariate, tpe_group, gp, gp_group, gp_ignore_failed, gp_liar)\n",
+      "tpe_no_liar, tpe_multivariate, tpe_group, gp, gp_group, gp_ignore_failed, gp_no_liar)\n",
       sampler.c_str());
   std::exit(2);
 }

@@ -116,7 +116,7 @@ double train_once(tune::Trial& trial, const Setup& s, Space space) {
     }
     const double lr = trial.suggest_float("sgd_lr", 1e-3, 0.3, {.log = true});
     const optim::SGDOptions o{
-        .momentum = trial.suggest_float("sgd_momentum", 0.0, 0.99),
+        .momentum = trial.suggest_float("sgd_momentum", 0.5, 0.99),
         .weight_decay = trial.suggest_float("sgd_weight_decay", 1e-6, 1e-2, {.log = true}),
         .nesterov = trial.suggest_categorical("sgd_nesterov", {false, true})};
     return fit_with<optim::SGD>(trial, s, o, lr);

@@ -379,9 +379,10 @@ struct GpOptions {
   /// Other workers' running trials enter the model at the best value seen,
   /// after the kernel is fitted without them (Optuna 4.5's "best" constant
   /// liar, optuna#6430), so that parallel workers do not propose the same
-  /// point. (A pessimistic liar, the worst value in the fit, bent the model
-  /// and raised the regret: docs/benchmarks.md.)
-  bool constant_liar = false;
+  /// point. One worker alone sees no running trial with a point: nothing
+  /// changes for it. (A pessimistic liar, the worst value in the fit, bent
+  /// the model and raised the regret: docs/benchmarks.md.)
+  bool constant_liar = true;
   /// Trials their objective failed enter the model at the worst value seen
   /// (not those failed for a lost worker), so the sampler leaves a region
   /// where the objective fails (Optuna ignores them, and
