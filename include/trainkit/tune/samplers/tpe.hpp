@@ -11,6 +11,7 @@
 // each call: the sampler keeps no state.
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -18,6 +19,7 @@
 #include <numbers>
 #include <numeric>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
