@@ -202,7 +202,8 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"asha", "median", "none"}));
   app.add_option("--storage", storage, "the study's SQLite file");
   app.add_option("--study", study_name,
-                 "the study's name in the storage (default cnn; cnn-pareto for accuracy-seconds)");
+                 "the study's name in the storage (default cnn; cnn-pareto for "
+                 "accuracy-seconds, cnn-optimizer for --space optimizer)");
   app.add_option("--reduction-factor", reduction_factor,
                  "ASHA: a trial goes on past a rung if in the best 1/this there")
       ->check(CLI::Range(int64_t{2}, int64_t{100}));
@@ -237,7 +238,7 @@ int main(int argc, char** argv) {
     }
     if (study_name.empty())
       study_name = objectives != "loss"        ? "cnn-pareto"
-                   : space_name == "optimizer" ? "cnn-optimizer"
+                   : space == Space::Optimizer ? "cnn-optimizer"
                                                : "cnn";
     const auto dir = std::filesystem::path(storage).parent_path();
     if (!dir.empty()) std::filesystem::create_directories(dir);

@@ -54,6 +54,14 @@ inline double violation(std::span<const double> constraints) {
   return sum;
 }
 
+/// A trial's violation in a study where some trials have constraints
+/// (Optuna's rule): that of its constraint values, +inf when it has none,
+/// so it ranks behind every trial that has them.
+inline double violation_of(const FrozenTrial& t) {
+  const auto c = t.constraints();
+  return c ? violation(*c) : std::numeric_limits<double>::infinity();
+}
+
 /// NSGA-II's constrained domination (Deb): a feasible point dominates an
 /// infeasible one, of two infeasible ones the smaller violation dominates,
 /// and two feasible ones compare by dominates().

@@ -485,8 +485,8 @@ class Gp {
     // After the complete trials (best_trial still indexes them): the trials
     // their objective failed, at the worst value seen.
     const double worst = *std::min_element(ys.begin(), ys.end());
-    // the trials with a value for each axis: not the trial being sampled, nor
-    // one that has not drawn yet
+    // a row for trial t at value y (t has_space: not the trial being
+    // sampled, nor one that has not drawn yet)
     const auto add_row = [&](const FrozenTrial& t, double y) {
       for (size_t j = 0; j < axes.size(); ++j)
         xs.push_back(axes[j].normalize(t.params.at(names[j]).internal));

@@ -16,7 +16,6 @@
 // sampler keeps no state and any number of workers share a study.
 #include <algorithm>
 #include <cstdint>
-#include <limits>
 #include <map>
 #include <numeric>
 #include <optional>
@@ -108,11 +107,8 @@ class NsgaII {
     for (const auto& t : view.trials) {
       const auto values = t.objective_values();
       if (t.state != TrialState::Complete || values.size() != directions.size()) continue;
-      const auto c = t.constraints();
-      constrained = constrained || c.has_value();
-      // where others have constraints, one without ranks behind them all (Optuna's rule)
-      complete.push_back({&t, minimized(values, directions),
-                          c ? violation(*c) : std::numeric_limits<double>::infinity()});
+      constrained = constrained || t.constraints().has_value();
+      complete.push_back({&t, minimized(values, directions), violation_of(t)});
     }
     if (!constrained) {
       for (auto& m : complete) m.violation = 0;

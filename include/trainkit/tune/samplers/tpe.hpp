@@ -497,10 +497,7 @@ inline TpeObservations tpe_observations(const StudyView& view,
     } else {
       continue;
     }
-    if (constrained) {
-      const auto c = t.constraints();
-      out.violations.push_back(c && !score.no_result() ? violation(*c) : inf);
-    }
+    if (constrained) out.violations.push_back(score.no_result() ? inf : violation_of(t));
     out.scores.push_back(std::move(score));
     out.numbers.push_back(t.number);
     for (auto& [name, values] : out.values) {
@@ -509,6 +506,15 @@ inline TpeObservations tpe_observations(const StudyView& view,
     }
   }
   return out;
+}
+
+/// Optuna's EPS in its multi-objective TPE.
+inline constexpr double kTpeEps = 1e-12;
+
+/// Whether the scores rank several objectives (some trial has `values`).
+inline bool tpe_several(const std::vector<TpeScore>& scores) {
+  return std::any_of(scores.begin(), scores.end(),
+                     [](const TpeScore& s) { return !s.values.empty(); });
 }
 
 /// The reference point of Optuna's multi-objective TPE: beyond the worst of
@@ -520,7 +526,7 @@ inline Point tpe_reference_point(const std::vector<Point>& points) {
   }
   for (auto& w : worst) {
     w = std::max(1.1 * w, 0.9 * w);
-    if (w == 0) w = 1e-12;
+    if (w == 0) w = kTpeEps;
   }
   return worst;
 }
@@ -572,18 +578,22 @@ inline std::pair<std::vector<size_t>, std::vector<size_t>> tpe_split(
     std::sort(above.begin(), above.end());
     return std::pair{below, above};
   };
+  // the first `cut` trials in the (stable) order of `less` below, the rest above
+  const auto split_by = [&](auto less) {
+    std::vector<size_t> order(n);
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), less);
+    below.assign(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(cut));
+    above.assign(order.begin() + static_cast<std::ptrdiff_t>(cut), order.end());
+    return sorted();
+  };
   if (!violations.empty()) {
     trainkit::detail::require_option(violations.size() == n, "violations",
                                      int64_t(violations.size()), "one per score");
-    std::vector<size_t> order(n);
-    std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(),
-                     [&](size_t a, size_t b) { return violations[a] < violations[b]; });
-    if (cut == n || violations[order[cut]] > 0) {  // every feasible trial is below
-      below.assign(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(cut));
-      above.assign(order.begin() + static_cast<std::ptrdiff_t>(cut), order.end());
-      return sorted();
-    }
+    const auto feasible_count =
+        static_cast<size_t>(std::count(violations.begin(), violations.end(), 0.0));
+    if (cut >= feasible_count)  // every feasible trial is below
+      return split_by([&](size_t a, size_t b) { return violations[a] < violations[b]; });
     // more feasible trials than below holds: split those, the infeasible above
     std::vector<size_t> feasible;
     std::vector<TpeScore> feasible_scores;
@@ -599,17 +609,8 @@ inline std::pair<std::vector<size_t>, std::vector<size_t>> tpe_split(
     for (const size_t i : a) above.push_back(feasible[i]);
     return sorted();
   }
-  const bool several = std::any_of(scores.begin(), scores.end(),
-                                   [](const TpeScore& s) { return !s.values.empty(); });
-  if (!several) {
-    std::vector<size_t> order(n);
-    std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(),
-                     [&](size_t a, size_t b) { return scores[a] < scores[b]; });
-    below.assign(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(cut));
-    above.assign(order.begin() + static_cast<std::ptrdiff_t>(cut), order.end());
-    return sorted();
-  }
+  if (!tpe_several(scores))
+    return split_by([&](size_t a, size_t b) { return scores[a] < scores[b]; });
   std::vector<size_t> ranked;  // the trials with values
   std::vector<Point> points;
   for (size_t i = 0; i < n; ++i) {
@@ -655,8 +656,7 @@ inline std::pair<std::vector<size_t>, std::vector<size_t>> tpe_split(
 inline std::vector<double> tpe_below_weights(const std::vector<TpeScore>& scores,
                                              const std::vector<size_t>& below,
                                              std::span<const double> violations = {}) {
-  constexpr double eps = 1e-12;
-  std::vector<double> weights(below.size(), eps);
+  std::vector<double> weights(below.size(), kTpeEps);
   std::vector<size_t> feasible;  // into below
   std::vector<Point> points;
   for (size_t k = 0; k < below.size(); ++k) {
@@ -671,7 +671,7 @@ inline std::vector<double> tpe_below_weights(const std::vector<TpeScore>& scores
   for (size_t i = 0; i < points.size(); ++i) {
     auto rest = points;
     rest.erase(rest.begin() + static_cast<std::ptrdiff_t>(i));
-    contribution[i] = volume - hypervolume(rest, reference) + eps;
+    contribution[i] = volume - hypervolume(rest, reference) + kTpeEps;
   }
   const double top = *std::max_element(contribution.begin(), contribution.end());
   for (size_t i = 0; i < points.size(); ++i) {
@@ -847,9 +847,7 @@ class Tpe {
   static std::optional<std::vector<double>> below_weights(const detail::TpeObservations& obs,
                                                           const std::vector<size_t>& below,
                                                           const Usable& usable) {
-    if (std::all_of(obs.scores.begin(), obs.scores.end(),
-                    [](const detail::TpeScore& s) { return s.values.empty(); }))
-      return std::nullopt;
+    if (!detail::tpe_several(obs.scores)) return std::nullopt;
     const auto all = detail::tpe_below_weights(obs.scores, below, obs.violations);
     std::vector<double> out;
     for (size_t k = 0; k < below.size(); ++k) {
