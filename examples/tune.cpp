@@ -132,7 +132,7 @@ double train_once(tune::Trial& trial, const Setup& s, Space space) {
 // Speed against accuracy: the Pareto front of validation accuracy (up) and
 // training seconds (down), searched by multi-objective TPE, NSGA-II or at random.
 int speed_against_accuracy(const Setup& s, Space space, const std::shared_ptr<tune::Storage>& db,
-                           const std::string& study_name, const std::string& sampler,
+                           const std::string& study_name, const std::string& sampler, bool group,
                            int64_t trials, const std::filesystem::path& report_dir) {
   const std::vector directions{tune::Direction::Maximize, tune::Direction::Minimize};
   auto search = [&](auto policy) {
@@ -150,7 +150,9 @@ int speed_against_accuracy(const Setup& s, Space space, const std::shared_ptr<tu
   // a small random start: the example's budgets are tens of trials
   const int64_t start = std::max<int64_t>(2, trials / 4);
   const auto [all, front] =
-      sampler == "tpe" ? search(tune::sampler::Tpe({.seed = s.seed, .n_startup_trials = start}))
+      sampler == "tpe"
+          ? search(tune::sampler::Tpe(
+                {.seed = s.seed, .n_startup_trials = start, .multivariate = group, .group = group}))
       : sampler == "nsga2"
           ? search(tune::sampler::NsgaII({.population_size = start, .seed = s.seed}))
           : search(tune::sampler::Random({.seed = s.seed}));
@@ -196,8 +198,8 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"lr-wd", "optimizer"}));
   bool group = false;
   app.add_flag("--group", group,
-               "tpe and gp model each group of parameters that appear together (a conditional "
-               "space's branches; tpe multivariate)");
+               "tpe (one or two objectives) and gp model each group of parameters that appear "
+               "together (a conditional space's branches; tpe multivariate); refused elsewhere");
   app.add_option("--pruner", pruner, "asha, median, none")
       ->check(CLI::IsMember({"asha", "median", "none"}));
   app.add_option("--storage", storage, "the study's SQLite file");
@@ -220,6 +222,10 @@ int main(int argc, char** argv) {
   if (threads > 0) torch::set_num_threads(threads);
 
   try {
+    // Only the model-based samplers have groups; elsewhere --group would do nothing.
+    if (group && sampler != "tpe" && sampler != "gp")
+      throw Error("--group with --sampler " + sampler +
+                  ": only a model-based sampler models groups; accepted: --sampler tpe or gp");
     s.train = examples::make_glyphs(s.train_size, /*seed=*/1);
     s.val = examples::make_glyphs(s.val_size, /*seed=*/2);
     if (!evaluate.empty()) {
@@ -255,7 +261,7 @@ int main(int argc, char** argv) {
       if (pruner != "none")
         throw Error("--objectives accuracy-seconds with --pruner " + pruner +
                     ": two objectives are not pruned; accepted: --pruner none");
-      return speed_against_accuracy(s, space, db, study_name, sampler, trials, report_dir);
+      return speed_against_accuracy(s, space, db, study_name, sampler, group, trials, report_dir);
     }
 
     auto run = [&](auto sampler_policy, auto pruner_policy) {
