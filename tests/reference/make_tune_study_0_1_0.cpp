@@ -1,22 +1,32 @@
-// Writes tests/reference/tune_study_0_1_0.db: a study database in the schema
-// trainkit 0.1.0 wrote (its own tables, tune_*), which later versions
-// convert to Optuna's on open (storage_test.cpp). Built against v0.1.0's
-// headers, once:
+// Writes a study database in the schema trainkit 0.1.0 wrote (its own
+// tables, tune_*), which later versions convert to Optuna's on open
+// (storage_test.cpp): tests/reference/tune_study_0_1_0.db for SQLite, and
+// for PostgreSQL the tables of an empty database, dumped as plain SQL to
+// tests/reference/tune_study_0_1_0.pg.sql. Built against v0.1.0's headers,
+// once:
 //   git worktree add /tmp/tk-0.1.0 v0.1.0
-//   g++ -std=c++20 -I /tmp/tk-0.1.0/include tests/reference/make_tune_study_0_1_0.cpp \
-//       -lsqlite3 -o /tmp/make_study && /tmp/make_study tests/reference/tune_study_0_1_0.db
+//   g++ -std=c++20 -I /tmp/tk-0.1.0/include -I /usr/include/postgresql \
+//       tests/reference/make_tune_study_0_1_0.cpp -lsqlite3 -lpq -o /tmp/make_study
+//   /tmp/make_study tests/reference/tune_study_0_1_0.db
+//   scripts/postgres.sh start /tmp/pg01 55401
+//   createdb -h 127.0.0.1 -p 55401 -U postgres legacy
+//   /tmp/make_study postgres:postgresql://postgres@127.0.0.1:55401/legacy
+//   pg_dump -h 127.0.0.1 -p 55401 -U postgres --no-owner --no-privileges --inserts legacy |
+//       grep -v '^\\' > tests/reference/tune_study_0_1_0.pg.sql  # SQL alone, no psql commands
+//   scripts/postgres.sh stop /tmp/pg01
 #include <cmath>
 #include <filesystem>
 #include <limits>
+#include <string>
 
+#include <trainkit/tune/postgres.hpp>
 #include <trainkit/tune/sqlite.hpp>
 
 using namespace trainkit::tune;
 
-int main(int argc, char** argv) {
-  if (argc != 2) return 2;
-  std::filesystem::remove(argv[1]);
-  SqliteStorage s(argv[1]);
+namespace {
+
+void write(Storage& s) {
   const WorkerId me{"host", "", 4242, 5};
   const double inf = std::numeric_limits<double>::infinity();
   const auto study = s.create_study("legacy", Direction::Minimize, false);
@@ -57,4 +67,20 @@ int main(int argc, char** argv) {
   t = *s.start_trial(other, me, std::nullopt, false);
   s.set_param(t.id, "x", {IntDistribution{1, 2, 1, false}, 1});
   s.finish_trial(t.id, {TrialState::Complete, 7.0});
+}
+
+}  // namespace
+
+// ARG: a file for SQLite, or postgres:CONNINFO (an empty database).
+int main(int argc, char** argv) {
+  if (argc != 2) return 2;
+  const std::string arg = argv[1];
+  if (arg.rfind("postgres:", 0) == 0) {
+    PostgresStorage s(arg.substr(9));
+    write(s);
+    return 0;
+  }
+  std::filesystem::remove(arg);
+  SqliteStorage s(arg);
+  write(s);
 }

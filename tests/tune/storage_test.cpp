@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <latch>
 #include <limits>
 #include <map>
@@ -468,17 +470,21 @@ TEST_CASE("storage sqlite: errors name the file - the schema is Optuna's, of a k
   CHECK(old.find("`optuna storage upgrade`") != std::string::npos);
 }
 
-// A database trainkit 0.1 wrote (its own tables; tests/reference/
-// make_tune_study_0_1_0.cpp made it) becomes Optuna's on open, every row kept.
-TEST_CASE("storage sqlite: a study database of trainkit 0.1 is converted on open") {
-  tune_test::TempDir dir;
-  const auto file = dir.path / "study.db";
-  std::filesystem::copy_file(TRAINKIT_REFERENCE_DIR "/tune_study_0_1_0.db", file);
-  SqliteStorage s(file);
-  CHECK(s.study_names() == std::vector<std::string>{"legacy", "other"});
-  const auto study = s.create_study("legacy", Direction::Minimize, true);
-  CHECK(s.direction(s.create_study("other", Direction::Maximize, true)) == Direction::Maximize);
-  const auto t = s.trials(study);
+namespace {
+
+// What a database trainkit 0.1 wrote (its own tables; tests/reference/
+// make_tune_study_0_1_0.cpp made it) holds once converted to Optuna's on
+// open: every row, and the study goes on where it was. `started` and
+// `finished` are its first trial's times; `old_tables` counts the tune_*
+// tables left.
+void check_converted_0_1(const std::function<std::shared_ptr<Storage>()>& open, double started,
+                         double finished, const std::function<int()>& old_tables) {
+  const auto s = open();
+  CHECK(old_tables() == 0);
+  CHECK(s->study_names() == std::vector<std::string>{"legacy", "other"});
+  const auto study = s->create_study("legacy", Direction::Minimize, true);
+  CHECK(s->direction(s->create_study("other", Direction::Maximize, true)) == Direction::Maximize);
+  const auto t = s->trials(study);
   REQUIRE(t.size() == 6);
   const double inf = std::numeric_limits<double>::infinity();
   for (size_t k = 0; k < t.size(); ++k) CHECK(t[k].number == static_cast<int64_t>(k));
@@ -502,8 +508,8 @@ TEST_CASE("storage sqlite: a study database of trainkit 0.1 is converted on open
   CHECK(t[0].system_attrs.at("worker").at("pid") == 4242);
   // 0.1 kept seconds since the epoch; Optuna's columns local time, to the
   // millisecond (the tests run in a time zone with daylight saving time).
-  CHECK(std::abs(t[0].started_at - 1795790349.41901) < 2e-3);
-  CHECK(std::abs(t[0].finished_at - 1795790349.42002) < 2e-3);
+  CHECK(std::abs(t[0].started_at - started) < 2e-3);
+  CHECK(std::abs(t[0].finished_at - finished) < 2e-3);
   CHECK(t[1].state == TrialState::Pruned);
   CHECK(t[1].value == 2.0);
   CHECK(t[1].system_attrs.at("prune_reason") == "rung 0");
@@ -514,23 +520,45 @@ TEST_CASE("storage sqlite: a study database of trainkit 0.1 is converted on open
   CHECK(t[3].system_attrs.at("retry_of") == 2);
   CHECK(t[4].state == TrialState::Running);
   CHECK(t[4].finished_at == 0);
-  CHECK(s.seconds_since_heartbeat(t[4].id) > 0);
+  CHECK(s->seconds_since_heartbeat(t[4].id) > 0);
   CHECK(t[5].state == TrialState::Waiting);
   CHECK(t[5].started_at == 0);
   CHECK(t[5].system_attrs.at("fixed_params") == nlohmann::json{{"choice", "a"}, {"lr", 0.001}});
   // The grid's mark came along: it is not enqueued twice.
-  const auto other = s.create_study("other", Direction::Maximize, true);
-  CHECK_FALSE(s.enqueue_trials_once(other, "grid:x", {{{"x", 1}}}));
-  CHECK(s.trials(other).size() == 2);
+  const auto other = s->create_study("other", Direction::Maximize, true);
+  CHECK_FALSE(s->enqueue_trials_once(other, "grid:x", {{{"x", 1}}}));
+  CHECK(s->trials(other).size() == 2);
   // The study goes on where it was: the waiting trial first, then number 6.
-  CHECK(s.start_trial(study, me, std::nullopt, false)->number == 5);
-  CHECK(s.start_trial(study, me, std::nullopt, false)->number == 6);
-  // Converted once: the old tables are gone.
-  sqlite3* db = nullptr;
-  REQUIRE(sqlite3_open(file.c_str(), &db) == SQLITE_OK);
-  CHECK(sqlite3_exec(db, "SELECT * FROM tune_meta", nullptr, nullptr, nullptr) != SQLITE_OK);
-  sqlite3_close(db);
-  CHECK(SqliteStorage(file).trials(study).size() == 7);
+  CHECK(s->start_trial(study, me, std::nullopt, false)->number == 5);
+  CHECK(s->start_trial(study, me, std::nullopt, false)->number == 6);
+  // Converted once: opened again, it is as it was left.
+  CHECK(open()->trials(study).size() == 7);
+  CHECK(old_tables() == 0);
+}
+
+}  // namespace
+
+TEST_CASE("storage sqlite: a study database of trainkit 0.1 is converted on open") {
+  tune_test::TempDir dir;
+  const auto file = dir.path / "study.db";
+  std::filesystem::copy_file(TRAINKIT_REFERENCE_DIR "/tune_study_0_1_0.db", file);
+  const auto old_tables = [&] {
+    sqlite3* db = nullptr;
+    REQUIRE(sqlite3_open(file.c_str(), &db) == SQLITE_OK);
+    sqlite3_stmt* st = nullptr;
+    REQUIRE(sqlite3_prepare_v2(db,
+                               "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND "
+                               "name LIKE 'tune\\_%' ESCAPE '\\'",
+                               -1, &st, nullptr) == SQLITE_OK);
+    REQUIRE(sqlite3_step(st) == SQLITE_ROW);
+    const int n = sqlite3_column_int(st, 0);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    return n;
+  };
+  CHECK(old_tables() == 7);
+  check_converted_0_1([&] { return std::make_shared<SqliteStorage>(file); }, 1795790349.41901,
+                      1795790349.42002, old_tables);
 }
 
 // Workers that open a new study at the same moment all switch its file to
@@ -676,6 +704,40 @@ TEST_CASE("storage postgres: a call on a connection the server dropped reconnect
   // new connection, with its statements prepared again.
   CHECK(s.direction(study) == Direction::Maximize);
   CHECK(s.trials(study).empty());
+}
+
+TEST_CASE("storage postgres: a study database of trainkit 0.1 is converted on open" *
+          doctest::skip(!tune_test::postgres_conninfo())) {
+  // SQL on a connection of its own; the first cell of its last result.
+  const auto sql = [](const std::string& conninfo, const std::string& statements) {
+    PGconn* c = PQconnectdb(conninfo.c_str());
+    REQUIRE(PQstatus(c) == CONNECTION_OK);
+    PGresult* r = PQexec(c, statements.c_str());
+    const auto status = PQresultStatus(r);
+    CHECK_MESSAGE((status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK), PQerrorMessage(c));
+    const std::string cell = status == PGRES_TUPLES_OK && PQntuples(r) ? PQgetvalue(r, 0, 0) : "";
+    PQclear(r);
+    PQfinish(c);
+    return cell;
+  };
+  // A database of its own, holding 0.1's tables as its PostgresStorage made
+  // them (pg_dump of make_tune_study_0_1_0.cpp's).
+  const std::string admin = tune_test::postgres_conninfo(), name = "trainkit_0_1_converted";
+  sql(admin, "DROP DATABASE IF EXISTS " + name + " WITH (FORCE)");
+  sql(admin, "CREATE DATABASE " + name);
+  const auto conninfo = postgres_with("dbname", name);
+  std::ifstream dump(TRAINKIT_REFERENCE_DIR "/tune_study_0_1_0.pg.sql");
+  REQUIRE(dump.good());
+  sql(conninfo, std::string(std::istreambuf_iterator<char>(dump), {}));
+  const auto old_tables = [&] {
+    return std::stoi(sql(conninfo,
+                         "SELECT count(*) FROM pg_tables WHERE schemaname = 'public' AND "
+                         "tablename LIKE 'tune\\_%'"));
+  };
+  CHECK(old_tables() == 7);
+  check_converted_0_1([&] { return std::make_shared<PostgresStorage>(conninfo); },
+                      1795825891.928773, 1795825891.934572, old_tables);
+  sql(admin, "DROP DATABASE " + name);
 }
 #endif
 
