@@ -92,8 +92,13 @@ struct Args {
 
 Args parse(int argc, char** argv) {
   Args a;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string k = argv[i], v = argv[i + 1];
+  const std::string usage =
+      "; flags (each with a value): --device, --cases, --steps, --batch-scale, --peak-flops, "
+      "--loader-dir";
+  for (int i = 1; i < argc; i += 2) {
+    const std::string k = argv[i];
+    if (i + 1 == argc) throw std::runtime_error("bench_gpu: " + k + " without a value" + usage);
+    const std::string v = argv[i + 1];
     if (k == "--device")
       a.device = v;
     else if (k == "--cases")
@@ -107,7 +112,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--loader-dir")
       a.loader_dir = v;
     else
-      throw std::runtime_error("bench_gpu: unknown flag " + k);
+      throw std::runtime_error("bench_gpu: unknown flag " + k + usage);
   }
   return a;
 }
@@ -508,7 +513,13 @@ void run_loader(const Args& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const Args args = parse(argc, argv);
+  Args args;
+  try {
+    args = parse(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return 2;
+  }
   const bool cuda = torch::Device(args.device).is_cuda();
   const auto wants = [&](const char* name) { return args.cases.find(name) != std::string::npos; };
   if (wants("resnet10")) {

@@ -7,7 +7,10 @@ Mann-Whitney U p-values (normal approximation with tie and continuity
 corrections, as scipy.stats.mannwhitneyu(method="asymptotic") computes it;
 scipy is not needed).
 
-  /usr/bin/python3 bench/tune_compare.py [--budgets 50,100,200] trainkit.json [more.json ...] optuna.json
+  /usr/bin/python3 bench/tune_compare.py [--budgets 50,100,200] [--seeds LO-HI] trainkit.json [more.json ...] optuna.json
+
+--seeds LO-HI keeps the runs of seeds LO to HI alone (e.g. to test on fresh
+seeds a difference first seen on others).
 
 The multi-objective benchmark (bench_tune_pareto, tune_pareto_optuna.py)
 writes the hypervolume gap as its regret: the same tables apply.
@@ -31,15 +34,18 @@ def load(paths):
         with open(path) as fh:
             data = json.load(fh)
         prefix = "tk_" if data.get("source") == "trainkit" else ""
+        first = data.get("first_seed", 0)
         for fname, per in data["results"].items():
             into = merged.setdefault(fname, {"optimum": per["optimum"]})
             for sname, res in per.items():
                 if sname == "optimum":
                     continue
                 key = prefix + sname
-                if key in into and data.get("first_seed", 0) > 0:  # more seeds: pooled
+                res = dict(res, seeds=list(range(first, first + len(res["best_so_far"]))))
+                if key in into and first > 0:  # more seeds: pooled
                     old, n_old, n_new = into[key], len(into[key]["best_so_far"]), len(res["best_so_far"])
                     into[key] = {"best_so_far": old["best_so_far"] + res["best_so_far"],
+                                 "seeds": old["seeds"] + res["seeds"],
                                  "overhead_ms_per_trial": (old["overhead_ms_per_trial"] * n_old +
                                                            res["overhead_ms_per_trial"] * n_new) /
                                                           (n_old + n_new)}
@@ -111,12 +117,22 @@ def fmt_p(p):
 def main():
     global BUDGETS
     args = sys.argv[1:]
-    if args[:1] == ["--budgets"]:
-        BUDGETS = tuple(int(b) for b in args[1].split(","))
+    seeds = None
+    while args[:1] in (["--budgets"], ["--seeds"]) and len(args) > 1:
+        if args[0] == "--budgets":
+            BUDGETS = tuple(int(b) for b in args[1].split(","))
+        else:
+            lo, hi = (int(x) for x in args[1].split("-"))
+            seeds = range(lo, hi + 1)
         args = args[2:]
     if not args:
         sys.exit(__doc__)
     data = load(args)
+    if seeds is not None:
+        for per in data.values():
+            for sname, res in per.items():
+                if sname != "optimum":
+                    res["best_so_far"] = [c for c, k in zip(res["best_so_far"], res["seeds"]) if k in seeds]
 
     print("| function | sampler | seeds x trials | " + " | ".join(f"regret @{b}" for b in BUDGETS) +
           " | overhead ms/trial |")

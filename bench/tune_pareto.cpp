@@ -109,8 +109,17 @@ std::vector<double> run(const std::string& function, S sampler, int trials, doub
 int main(int argc, char** argv) {
   int seeds = 10, first_seed = 0, trials = 200;
   std::string functions = "zdt1,zdt2,zdt3", samplers = "random,nsga2,motpe", json_path;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string k = argv[i], v = argv[i + 1];
+  const std::string usage =
+      "; usage: bench_tune_pareto [--seeds S] [--first-seed K] [--trials N] "
+      "[--functions zdt1,zdt2,zdt3] [--samplers random,nsga2,motpe] [--json out.json]";
+  const auto fail = [](const std::string& why) {
+    std::fprintf(stderr, "%s\n", why.c_str());
+    return 2;
+  };
+  for (int i = 1; i < argc; i += 2) {
+    const std::string k = argv[i];
+    if (i + 1 == argc) return fail("bench_tune_pareto: " + k + " without a value" + usage);
+    const std::string v = argv[i + 1];
     if (k == "--seeds")
       seeds = std::atoi(v.c_str());
     else if (k == "--first-seed")  // seeds K .. K+S-1, to add to an earlier run
@@ -124,7 +133,7 @@ int main(int argc, char** argv) {
     else if (k == "--json")
       json_path = v;
     else
-      throw std::runtime_error("bench_tune_pareto: unknown flag " + k);
+      return fail("bench_tune_pareto: unknown flag " + k + usage);
   }
   nlohmann::json out = {
       {"source", "trainkit"}, {"seeds", seeds}, {"first_seed", first_seed}, {"trials", trials}};
