@@ -109,9 +109,11 @@ std::vector<double> run(const std::string& function, S sampler, int trials, doub
 int main(int argc, char** argv) {
   int seeds = 10, first_seed = 0, trials = 200;
   std::string functions = "zdt1,zdt2,zdt3", samplers = "random,nsga2,motpe", json_path;
+  // the defaults name every function and sampler
   const std::string usage =
       "; usage: bench_tune_pareto [--seeds S] [--first-seed K] [--trials N] "
-      "[--functions zdt1,zdt2,zdt3] [--samplers random,nsga2,motpe] [--json out.json]";
+      "[--functions " +
+      functions + "] [--samplers " + samplers + "] [--json out.json]";
   const auto fail = [](const std::string& why) {
     std::fprintf(stderr, "%s\n", why.c_str());
     return 2;
