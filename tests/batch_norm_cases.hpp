@@ -43,16 +43,21 @@ inline trainkit::layers::BatchNormReLU2d fused_copy(const torch::nn::BatchNorm2d
   return fused;
 }
 
+/// `forward` returns the outputs (one, or a fork's two); each gets its dy,
+/// and one whose dy is undefined is not differentiated.
 template <class Forward>
 BnStep step(torch::nn::Module& m, const at::Tensor& x, const at::Tensor& residual,
-            const at::Tensor& dy, Forward forward) {
+            const std::vector<at::Tensor>& dys, Forward forward) {
   m.zero_grad();
   auto xg = x.detach().clone().requires_grad_(true);
   at::Tensor rg = residual.defined() ? residual.detach().clone().requires_grad_(true) : residual;
-  auto y = forward(xg, rg);
-  y.backward(dy);
+  const std::vector<at::Tensor> outputs = forward(xg, rg);
+  std::vector<at::Tensor> used, grads;
+  for (size_t i = 0; i < outputs.size(); ++i)
+    if (dys[i].defined()) used.push_back(outputs[i]), grads.push_back(dys[i]);
+  torch::autograd::backward(used, grads);
   const auto params = m.named_parameters(), buffers = m.named_buffers();
-  return {y.detach(),
+  return {outputs[0].detach(),
           xg.grad(),
           params["weight"].grad().clone(),
           params["bias"].grad().clone(),
@@ -65,16 +70,28 @@ BnStep step(torch::nn::Module& m, const at::Tensor& x, const at::Tensor& residua
 /// relu(bn(x) [+ residual]) through the unfused modules.
 inline BnStep unfused_step(torch::nn::BatchNorm2d bn, const at::Tensor& x,
                            const at::Tensor& residual, const at::Tensor& dy) {
-  return step(*bn, x, residual, dy, [&](const at::Tensor& xg, const at::Tensor& rg) {
+  return step(*bn, x, residual, {dy}, [&](const at::Tensor& xg, const at::Tensor& rg) {
     auto y = bn(xg);
-    return torch::relu(rg.defined() ? y + rg : y);
+    return std::vector{torch::relu(rg.defined() ? y + rg : y)};
   });
 }
 
 inline BnStep fused_step(trainkit::layers::BatchNormReLU2d m, const at::Tensor& x,
                          const at::Tensor& residual, const at::Tensor& dy) {
-  return step(*m, x, residual, dy,
-              [&](const at::Tensor& xg, const at::Tensor& rg) { return m(xg, rg); });
+  return step(*m, x, residual, {dy},
+              [&](const at::Tensor& xg, const at::Tensor& rg) { return std::vector{m(xg, rg)}; });
+}
+
+/// The fused module's output forked in two uses, with gradients dy and dy2
+/// (either may be undefined: that use is not differentiated). The unfused
+/// modules' equal: unfused_step with dy + dy2.
+inline BnStep fused_fork_step(trainkit::layers::BatchNormReLU2d m, const at::Tensor& x,
+                              const at::Tensor& residual, const at::Tensor& dy,
+                              const at::Tensor& dy2) {
+  return step(*m, x, residual, {dy, dy2}, [&](const at::Tensor& xg, const at::Tensor& rg) {
+    const auto [first, second] = m->forward_fork(xg, rg);
+    return std::vector{first, second};
+  });
 }
 
 }  // namespace tk_test

@@ -407,7 +407,9 @@ TEST_CASE(
 #endif
 }
 
-TEST_CASE("fused batch norm + ReLU (+ residual) on CUDA: the kernels against the unfused modules") {
+TEST_CASE(
+    "fused batch norm + ReLU (+ residual, forked) on CUDA: the kernels against the unfused "
+    "modules") {
   REQUIRE_CUDA();
 #if TRAINKIT_HAS_CUDA
   REQUIRE_MESSAGE(TRAINKIT_HAS_FUSED_KERNELS, "test_cuda is built without trainkit::cuda_kernels");
@@ -419,10 +421,12 @@ TEST_CASE("fused batch norm + ReLU (+ residual) on CUDA: the kernels against the
   for (const auto& [type, tol] :
        {std::pair{at::kFloat, 1e-5}, std::pair{at::kHalf, 1e-2}, std::pair{at::kBFloat16, 1e-2}}) {
     for (const int64_t channels : {64, 12, 3}) {
-      for (const bool with_residual : {false, true}) {
+      for (const auto& [with_residual, fork] : {std::pair{false, false}, std::pair{true, false},
+                                                std::pair{false, true}, std::pair{true, true}}) {
         CAPTURE(type);
         CAPTURE(channels);
         CAPTURE(with_residual);
+        CAPTURE(fork);
         // fresh inputs each check, off-centre so that the normalisation matters
         torch::manual_seed(++seed);
         const std::vector<int64_t> shape{32, channels, 9, 7};
@@ -430,6 +434,15 @@ TEST_CASE("fused batch norm + ReLU (+ residual) on CUDA: the kernels against the
         const auto r =
             with_residual ? channels_last(torch::randn(shape, cuda).to(type)) : at::Tensor();
         const auto dy = channels_last(torch::randn(shape, cuda).to(type));
+        // a fork's second gradient: NCHW once (the layer copies it to the kernels' layout)
+        auto dy2 = fork ? torch::randn(shape, cuda).to(type) : at::Tensor();
+        if (fork && with_residual) dy2 = channels_last(dy2);
+        // the unfused modules get the sum, added in the gradients' type as autograd adds
+        const auto dy_total = (fork ? dy + dy2 : dy).to(at::kFloat);
+        const auto fused_step = [&](trainkit::layers::BatchNormReLU2d m) {
+          return fork ? tk_test::fused_fork_step(m, x, r, dy, dy2)
+                      : tk_test::fused_step(m, x, r, dy);
+        };
         auto bn = tk_test::seeded_bn(channels, cuda, seed);
         auto fused = tk_test::fused_copy(bn);
         REQUIRE(trainkit::layers::detail::fused_kernels_apply(
@@ -439,9 +452,9 @@ TEST_CASE("fused batch norm + ReLU (+ residual) on CUDA: the kernels against the
           for (int i = 0; i < 64; ++i) poison.push_back(torch::full({1 << 18}, NAN, cuda));
           poison.push_back(torch::full({1 << 24}, NAN, cuda));
         }
-        const auto got = tk_test::fused_step(fused, x, r, dy);
-        const auto want = tk_test::unfused_step(
-            bn, x.to(at::kFloat), r.defined() ? r.to(at::kFloat) : r, dy.to(at::kFloat));
+        const auto got = fused_step(fused);
+        const auto want = tk_test::unfused_step(bn, x.to(at::kFloat),
+                                                r.defined() ? r.to(at::kFloat) : r, dy_total);
         torch::cuda::synchronize();  // throws on an asynchronous kernel error
         const auto a = got.all(), b = want.all();
         for (size_t i = 0; i < a.size(); ++i) {
@@ -454,17 +467,17 @@ TEST_CASE("fused batch norm + ReLU (+ residual) on CUDA: the kernels against the
         CHECK(torch::equal(got.batches, want.batches));
         // the same gradients on every run: partial sums added in a fixed order
         auto again = tk_test::fused_copy(bn);
-        const auto repeat = tk_test::fused_step(fused, x, r, dy);
-        const auto first = tk_test::fused_step(again, x, r, dy);
+        const auto repeat = fused_step(fused);
+        const auto first = fused_step(again);
         CHECK(torch::equal(repeat.dx, first.dx));
         CHECK(torch::equal(repeat.dw, first.dw));
         // eval mode: the running statistics normalise (the kernels skip the statistics pass)
         bn->eval();
         auto evaluated = tk_test::fused_copy(bn);
         evaluated->eval();
-        const auto eval_got = tk_test::fused_step(evaluated, x, r, dy);
-        const auto eval_want = tk_test::unfused_step(
-            bn, x.to(at::kFloat), r.defined() ? r.to(at::kFloat) : r, dy.to(at::kFloat));
+        const auto eval_got = fused_step(evaluated);
+        const auto eval_want = tk_test::unfused_step(bn, x.to(at::kFloat),
+                                                     r.defined() ? r.to(at::kFloat) : r, dy_total);
         CHECK(tk_test::max_rel_error(eval_got.y, eval_want.y) < tol);
         CHECK(tk_test::max_rel_error(eval_got.dx, eval_want.dx) < tol);
         CHECK(tk_test::max_rel_error(eval_got.dw, eval_want.dw) < tol);

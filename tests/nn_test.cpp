@@ -10,6 +10,7 @@
 #include <sstream>
 #include <vector>
 
+#include "../examples/resnet.hpp"
 #include "batch_norm_cases.hpp"
 #include "support.hpp"
 
@@ -50,7 +51,9 @@ at::Tensor numeric_grad(const std::function<at::Tensor()>& f, at::Tensor t, cons
 
 }  // namespace
 
-TEST_CASE("BatchNormReLU2d equals BatchNorm2d + add + ReLU in double: outputs, gradients, stats") {
+TEST_CASE(
+    "BatchNormReLU2d equals BatchNorm2d + add + ReLU in double: outputs, gradients, stats, "
+    "forked") {
   for (const bool with_residual : {false, true}) {
     CAPTURE(with_residual);
     auto bn = tk_test::seeded_bn(5, torch::kCPU);
@@ -58,16 +61,60 @@ TEST_CASE("BatchNormReLU2d equals BatchNorm2d + add + ReLU in double: outputs, g
     auto fused = tk_test::fused_copy(bn);
     const auto x = torch::randn({6, 5, 4, 3}, f64) * 2 + 0.5;
     const auto residual = with_residual ? torch::randn({6, 5, 4, 3}, f64) : at::Tensor();
-    const auto dy = torch::randn({6, 5, 4, 3}, f64);
+    const auto dy = torch::randn({6, 5, 4, 3}, f64), dy2 = torch::randn({6, 5, 4, 3}, f64);
     // three steps: the running statistics compound as BatchNorm2d's do
     for (int i = 0; i < 3; ++i) {
       check_steps_equal(tk_test::fused_step(fused, x * (i + 1), residual, dy),
                         tk_test::unfused_step(bn, x * (i + 1), residual, dy), 1e-12);
     }
+    // a fork: the backward adds its two uses' gradients as autograd would,
+    // or takes the one use differentiated, either one
+    check_steps_equal(tk_test::fused_fork_step(fused, x, residual, dy, dy2),
+                      tk_test::unfused_step(bn, x, residual, dy + dy2), 1e-12);
+    check_steps_equal(tk_test::fused_fork_step(fused, x, residual, {}, dy2),
+                      tk_test::unfused_step(bn, x, residual, dy2), 1e-12);
+    check_steps_equal(tk_test::fused_fork_step(fused, x, residual, dy, {}),
+                      tk_test::unfused_step(bn, x, residual, dy), 1e-12);
     // eval mode: the running statistics normalise, and nothing moves
     bn->eval(), fused->eval();
     check_steps_equal(tk_test::fused_step(fused, x, residual, dy),
                       tk_test::unfused_step(bn, x, residual, dy), 1e-12);
+  }
+}
+
+TEST_CASE("BatchNormReLU2d's fork: two tensors on one memory, neither changed in place") {
+  trainkit::layers::BatchNormReLU2d fused(3);
+  const auto x = torch::randn({4, 3, 2, 2}, torch::requires_grad());
+  const auto [first, second] = fused->forward_fork(x);
+  CHECK(first.data_ptr() == second.data_ptr());
+  CHECK(torch::equal(first, fused(x.detach())));
+  CHECK_THROWS_WITH_AS(second.mul_(2), doctest::Contains("modified inplace"), c10::Error);
+}
+
+TEST_CASE("the example ResNet-10 with fused, forked blocks equals the unfused one (double)") {
+  torch::manual_seed(8);
+  examples::ResNet10<false> plain;
+  examples::ResNet10<true> fused;
+  plain->to(torch::kDouble), fused->to(torch::kDouble);
+  {  // the same weights: the state-dict names are the same
+    torch::NoGradGuard no_grad;
+    const auto from = plain->named_parameters(), to = fused->named_parameters();
+    REQUIRE(from.size() == to.size());
+    for (const auto& p : from) to[p.key()].copy_(p.value());
+  }
+  const auto x = torch::randn({4, 3, 16, 16}, f64);
+  const auto y = torch::randn({4, 10}, f64);
+  const auto loss = [&](torch::nn::Module& m, const at::Tensor& out) {
+    m.zero_grad();
+    const auto l = (out * y).sum();
+    l.backward();
+    return l.item<double>();
+  };
+  CHECK(loss(*fused, fused(x)) == doctest::Approx(loss(*plain, plain(x))).epsilon(1e-12));
+  const auto want = plain->named_parameters(), got = fused->named_parameters();
+  for (const auto& p : want) {
+    CAPTURE(p.key());
+    CHECK(tk_test::max_rel_error(got[p.key()].grad(), p.value().grad()) < 1e-10);
   }
 }
 
@@ -83,14 +130,22 @@ TEST_CASE("batch_norm_relu's gradients match finite differences (double)") {
     const auto f = [&] {
       return trainkit::layers::functional::batch_norm_relu(x, rm, rv, w, b, training, 0.0, 1e-5, r);
     };
+    // the fork's two uses, weighted apart: its backward adds their gradients
+    const auto forked = [&] {
+      const auto [first, second] = trainkit::layers::functional::batch_norm_relu_fork(
+          x, rm, rv, w, b, training, 0.0, 1e-5, r);
+      return first + 2 * second;
+    };
     std::vector<at::Tensor> inputs{x, r, w, b};
-    for (auto& t : inputs) t.requires_grad_(true);
-    (f() * v).sum().backward();
-    for (auto& t : inputs) {
-      const auto analytic = t.grad().clone();
-      t.mutable_grad().reset();
-      t.requires_grad_(false);
-      CHECK(tk_test::max_rel_error(analytic, numeric_grad(f, t, v)) < 1e-6);
+    for (const auto& g : {std::function<at::Tensor()>(f), std::function<at::Tensor()>(forked)}) {
+      for (auto& t : inputs) t.requires_grad_(true);
+      (g() * v).sum().backward();
+      for (auto& t : inputs) {
+        const auto analytic = t.grad().clone();
+        t.mutable_grad().reset();
+        t.requires_grad_(false);
+        CHECK(tk_test::max_rel_error(analytic, numeric_grad(g, t, v)) < 1e-6);
+      }
     }
   }
 }

@@ -100,13 +100,16 @@ inline at::Tensor composite_forward(const at::Tensor& x, const at::Tensor& resid
   return y.to(x.scalar_type());
 }
 
-/// Returns {grad_x, grad_weight, grad_bias, grad_residual}.
-inline std::vector<at::Tensor> composite_backward(const at::Tensor& grad_y, const at::Tensor& y,
+/// Returns {grad_x, grad_weight, grad_bias, grad_residual}. grad_y2, when
+/// defined, is the gradient from the output's second consumer (a fork).
+inline std::vector<at::Tensor> composite_backward(const at::Tensor& grad_y,
+                                                  const at::Tensor& grad_y2, const at::Tensor& y,
                                                   const at::Tensor& x, const at::Tensor& weight,
                                                   const at::Tensor& mean, const at::Tensor& invstd,
                                                   const BatchNormActConfig& config) {
   const auto type = compute_type(x);
-  auto g = grad_y.to(type);
+  // the two parts added in the gradient's type, as autograd adds them
+  auto g = (grad_y2.defined() ? grad_y + grad_y2 : grad_y).to(type);
   if (config.relu) g = g * (y > 0);
   const auto dims = reduced_dims(x);
   const auto centred = x.to(type) - per_channel(mean.to(type), x);
@@ -211,16 +214,18 @@ inline bool fused_kernels_apply([[maybe_unused]] const at::Tensor& x,
 
 /// relu(batch_norm(x) + residual) as one autograd node; backward uses the
 /// saved input, output and statistics (the output is what the next layer
-/// keeps anyway).
+/// keeps anyway). With `fork`, the output is returned twice (the second an
+/// alias): each consumer's gradient reaches backward apart, which adds them.
 struct BatchNormActFunction : torch::autograd::Function<BatchNormActFunction> {
   // The optional tensors as c10::optional: LibTorch 1.13's Function takes
   // no undefined tensor as an input.
   using Optional = c10::optional<at::Tensor>;
-  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x,
-                            const Optional& weight_, const Optional& bias_,
-                            const Optional& residual_, const Optional& running_mean_,
-                            const Optional& running_var_, bool training, double momentum,
-                            double eps, bool relu) {
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
+                                                const at::Tensor& x, const Optional& weight_,
+                                                const Optional& bias_, const Optional& residual_,
+                                                const Optional& running_mean_,
+                                                const Optional& running_var_, bool training,
+                                                double momentum, double eps, bool relu, bool fork) {
     const auto weight = weight_.value_or(at::Tensor()), bias = bias_.value_or(at::Tensor());
     const auto residual = residual_.value_or(at::Tensor());
     const auto running_mean = running_mean_.value_or(at::Tensor());
@@ -275,7 +280,10 @@ struct BatchNormActFunction : torch::autograd::Function<BatchNormActFunction> {
     ctx->saved_data["residual"] = config.residual;
     ctx->saved_data["weight"] = config.weight;
     ctx->saved_data["bias"] = config.bias;
-    return y;
+    // an output nobody differentiates gets no gradient, not a tensor of zeros
+    ctx->set_materialize_grads(false);
+    if (fork) return {y, y.alias()};
+    return {y};
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
@@ -292,26 +300,38 @@ struct BatchNormActFunction : torch::autograd::Function<BatchNormActFunction> {
         ctx->saved_data["training"].toBool(), ctx->saved_data["relu"].toBool(),
         ctx->saved_data["residual"].toBool(), ctx->saved_data["weight"].toBool(),
         ctx->saved_data["bias"].toBool()};
+    // the gradients of the output's uses (one, or a fork's two), the defined ones first
+    std::vector<at::Tensor> dy;
+    for (const auto& grad : grads)
+      if (grad.defined()) dy.push_back(grad);
+    constexpr size_t inputs = 11;
+    if (dy.empty()) return torch::autograd::variable_list(inputs);
+    const at::Tensor dy2 = dy.size() > 1 ? dy[1] : at::Tensor();
     std::vector<at::Tensor> g;
 #if TRAINKIT_HAS_FUSED_KERNELS
     if (ctx->saved_data["fused"].toBool())
-      g = fused_backward(grads[0], y, x, weight, mean, invstd, config);
+      g = fused_backward(dy[0], dy2, y, x, weight, mean, invstd, config);
 #endif
-    if (g.empty()) g = composite_backward(grads[0], y, x, weight, mean, invstd, config);
-    return {g[0], g[1], g[2], g[3], {}, {}, {}, {}, {}, {}};
+    if (g.empty()) g = composite_backward(dy[0], dy2, y, x, weight, mean, invstd, config);
+    g.resize(inputs);  // none for the running statistics and the options
+    return g;
   }
 
 #if TRAINKIT_HAS_FUSED_KERNELS
-  static std::vector<at::Tensor> fused_backward(const at::Tensor& grad_y, const at::Tensor& y,
-                                                const at::Tensor& x, const at::Tensor& weight,
-                                                const at::Tensor& mean, const at::Tensor& invstd,
+  static std::vector<at::Tensor> fused_backward(const at::Tensor& grad_y, const at::Tensor& grad_y2,
+                                                const at::Tensor& y, const at::Tensor& x,
+                                                const at::Tensor& weight, const at::Tensor& mean,
+                                                const at::Tensor& invstd,
                                                 const BatchNormActConfig& config) {
     const c10::cuda::CUDAGuard guard(x.device());
-    // The incoming gradient may have any layout or offset: the kernels read
-    // it as x's, 16 bytes at a time.
-    const bool readable =
-        rows_by_channels(grad_y) && aligned(grad_y) && grad_y.scalar_type() == x.scalar_type();
-    const auto dy = readable ? grad_y : at::empty_like(x).copy_(grad_y);
+    // The incoming gradients may have any layout or offset: the kernels read
+    // them as x's, 16 bytes at a time.
+    const auto readable = [&](const at::Tensor& g) {
+      if (!g.defined() || (rows_by_channels(g) && aligned(g) && g.scalar_type() == x.scalar_type()))
+        return g;
+      return at::empty_like(x).copy_(g);
+    };
+    const auto dy = readable(grad_y), dy2 = readable(grad_y2);
     const int64_t rows = x.numel() / x.size(1), channels = x.size(1);
     const int sms = multiprocessors();
     const auto type = *kernel_type(x.scalar_type());
@@ -323,7 +343,8 @@ struct BatchNormActFunction : torch::autograd::Function<BatchNormActFunction> {
     if (config.bias) db = at::empty({channels}, floats);
     if (config.residual) dr = at::empty_like(x);
     cuda::BackwardArgs a;
-    a.grad_y = dy.data_ptr(), a.y = y.defined() ? y.data_ptr() : nullptr, a.x = x.data_ptr();
+    a.grad_y = dy.data_ptr(), a.grad_y2 = dy2.defined() ? dy2.data_ptr() : nullptr;
+    a.y = y.defined() ? y.data_ptr() : nullptr, a.x = x.data_ptr();
     a.mean = mean.data_ptr<float>(), a.invstd = invstd.data_ptr<float>();
     a.weight = float_data(weight), a.grad_weight = dw.defined() ? dw.data_ptr<float>() : nullptr;
     a.grad_bias = db.defined() ? db.data_ptr<float>() : nullptr;
@@ -341,15 +362,13 @@ struct BatchNormActFunction : torch::autograd::Function<BatchNormActFunction> {
 }  // namespace detail
 
 namespace functional {
+namespace detail {
 
-/// relu(batch_norm(input) + residual), residual optional, as
-/// torch::nn::functional::batch_norm takes its arguments: in training mode
-/// the batch's statistics normalise and the running ones (when given) move
-/// by `momentum`; otherwise the running statistics normalise.
-inline at::Tensor batch_norm_relu(const at::Tensor& input, const at::Tensor& running_mean,
-                                  const at::Tensor& running_var, const at::Tensor& weight,
-                                  const at::Tensor& bias, bool training, double momentum,
-                                  double eps, const at::Tensor& residual = {}, bool relu = true) {
+/// batch_norm_relu's checks, then its autograd node (one output, or a fork's two).
+inline torch::autograd::variable_list checked_batch_norm_relu(
+    const at::Tensor& input, const at::Tensor& running_mean, const at::Tensor& running_var,
+    const at::Tensor& weight, const at::Tensor& bias, bool training, double momentum, double eps,
+    const at::Tensor& residual, bool relu, bool fork) {
   const auto refuse = [](const std::string& what, const std::string& accepted) {
     throw Error("trainkit: batch_norm_relu: " + what + "; accepted: " + accepted);
   };
@@ -381,9 +400,38 @@ inline at::Tensor batch_norm_relu(const at::Tensor& input, const at::Tensor& run
   const auto optional = [](const at::Tensor& t) {
     return t.defined() ? c10::optional<at::Tensor>(t) : c10::nullopt;
   };
-  return detail::BatchNormActFunction::apply(input, optional(weight), optional(bias),
-                                             optional(residual), optional(running_mean),
-                                             optional(running_var), training, momentum, eps, relu);
+  return layers::detail::BatchNormActFunction::apply(
+      input, optional(weight), optional(bias), optional(residual), optional(running_mean),
+      optional(running_var), training, momentum, eps, relu, fork);
+}
+
+}  // namespace detail
+
+/// relu(batch_norm(input) + residual), residual optional, as
+/// torch::nn::functional::batch_norm takes its arguments: in training mode
+/// the batch's statistics normalise and the running ones (when given) move
+/// by `momentum`; otherwise the running statistics normalise.
+inline at::Tensor batch_norm_relu(const at::Tensor& input, const at::Tensor& running_mean,
+                                  const at::Tensor& running_var, const at::Tensor& weight,
+                                  const at::Tensor& bias, bool training, double momentum,
+                                  double eps, const at::Tensor& residual = {}, bool relu = true) {
+  return detail::checked_batch_norm_relu(input, running_mean, running_var, weight, bias, training,
+                                         momentum, eps, residual, relu, /*fork=*/false)[0];
+}
+
+/// batch_norm_relu's output twice, for an output with two consumers (a
+/// residual block's input: its first convolution and its shortcut). The two
+/// tensors share memory; their gradients reach the backward apart, and it
+/// adds them in its own pass over memory, where autograd would add them in a
+/// kernel of their own. Neither may be modified in place (autograd refuses).
+inline std::pair<at::Tensor, at::Tensor> batch_norm_relu_fork(
+    const at::Tensor& input, const at::Tensor& running_mean, const at::Tensor& running_var,
+    const at::Tensor& weight, const at::Tensor& bias, bool training, double momentum, double eps,
+    const at::Tensor& residual = {}, bool relu = true) {
+  auto out = detail::checked_batch_norm_relu(input, running_mean, running_var, weight, bias,
+                                             training, momentum, eps, residual, relu,
+                                             /*fork=*/true);
+  return {std::move(out[0]), std::move(out[1])};
 }
 
 }  // namespace functional
@@ -400,17 +448,15 @@ class BatchNormReLU2dImpl
   using NormImplBase::NormImplBase;
 
   at::Tensor forward(const at::Tensor& input, const at::Tensor& residual = {}) {
-    _check_input_dim(input);
-    double factor = options.momentum().value_or(0.0);
-    const bool update = is_training() && options.track_running_stats();
-    if (update && num_batches_tracked.defined()) {
-      num_batches_tracked += 1;
-      // as torch::nn::BatchNorm2d: a cumulative average reads the count
-      if (!options.momentum()) factor = 1.0 / num_batches_tracked.item<double>();
-    }
-    return functional::batch_norm_relu(input, running_mean, running_var, weight, bias,
-                                       is_training() || !options.track_running_stats(), factor,
-                                       options.eps(), residual);
+    return apply(input, residual, /*fork=*/false)[0];
+  }
+
+  /// forward's output twice, for two consumers whose gradients the backward
+  /// adds itself (functional::batch_norm_relu_fork): a residual block's input.
+  std::pair<at::Tensor, at::Tensor> forward_fork(const at::Tensor& input,
+                                                 const at::Tensor& residual = {}) {
+    auto out = apply(input, residual, /*fork=*/true);
+    return {std::move(out[0]), std::move(out[1])};
   }
 
   void pretty_print(std::ostream& stream) const override {
@@ -425,6 +471,23 @@ class BatchNormReLU2dImpl
     if (input.dim() != 4)
       throw Error("trainkit: BatchNormReLU2d: expected a 4-D input (N, C, H, W), got " +
                   std::to_string(input.dim()) + " dimensions");
+  }
+
+ private:
+  torch::autograd::variable_list apply(const at::Tensor& input, const at::Tensor& residual,
+                                       bool fork) {
+    _check_input_dim(input);
+    double factor = options.momentum().value_or(0.0);
+    const bool update = is_training() && options.track_running_stats();
+    if (update && num_batches_tracked.defined()) {
+      num_batches_tracked += 1;
+      // as torch::nn::BatchNorm2d: a cumulative average reads the count
+      if (!options.momentum()) factor = 1.0 / num_batches_tracked.item<double>();
+    }
+    return functional::detail::checked_batch_norm_relu(
+        input, running_mean, running_var, weight, bias,
+        is_training() || !options.track_running_stats(), factor, options.eps(), residual,
+        /*relu=*/true, fork);
   }
 };
 TORCH_MODULE(BatchNormReLU2d);

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "trainkit/layers/detail/batch_norm_act_launch.hpp"
 
@@ -27,6 +28,8 @@ constexpr int kBlocksPerSm = 8;
 // The per-block partials are merged per channel by 32-channel by kLanes
 // blocks: each lane takes every kLanes-th partial, then a tree over the lanes.
 constexpr int kLanes = 16;
+// The finalize kernels' shared memory: up to three [kLanes][32] float arrays.
+constexpr size_t kFinalizeShared = 3 * kLanes * 32 * sizeof(float);
 
 __device__ __forceinline__ float to_float(float v) {
   return v;
@@ -127,7 +130,10 @@ __global__ void __launch_bounds__(kMaxGroups) stats_reduce(StatsArgs a) {
 
 // Per channel: the blocks' partials merged (lanes, then a tree), mean and invstd.
 __global__ void stats_finalize(StatsArgs a, int blocks) {
-  __shared__ float sn[kLanes][32], sm[kLanes][32], s2[kLanes][32];
+  extern __shared__ float shared[];  // kFinalizeShared
+  float(*sn)[32] = reinterpret_cast<float(*)[32]>(shared);
+  float(*sm)[32] = sn + kLanes;
+  float(*s2)[32] = sm + kLanes;
   const int tx = threadIdx.x, ty = threadIdx.y;
   const int64_t c = int64_t(blockIdx.x) * 32 + tx, part = int64_t(blocks) * a.channels;
   float n = 0.f, m = 0.f, m2 = 0.f;
@@ -190,10 +196,17 @@ __global__ void __launch_bounds__(kMaxGroups) forward(ForwardArgs a) {
   }
 }
 
-// The gradient through the activation: dy where the output is positive (relu).
+// The gradient through the activation: dy (+ dy2, rounded to T as
+// autograd's sum of the two would be) where the output is positive (relu).
 template <class T, int V, bool Relu>
 __device__ __forceinline__ void masked_grad(const BackwardArgs& a, int64_t at, float (&g)[V]) {
   load<T, V>(static_cast<const T*>(a.grad_y) + at, g);
+  if (a.grad_y2) {
+    float g2[V];
+    load<T, V>(static_cast<const T*>(a.grad_y2) + at, g2);
+#pragma unroll
+    for (int i = 0; i < V; ++i) g[i] = to_float(from_float<T>(g[i] + g2[i]));
+  }
   if constexpr (Relu) {
     float out[V];
     load<T, V>(static_cast<const T*>(a.y) + at, out);
@@ -202,7 +215,17 @@ __device__ __forceinline__ void masked_grad(const BackwardArgs& a, int64_t at, f
   }
 }
 
-// g = relu's mask applied to dy; per block: sum g and sum g * (x - mean).
+// Where backward_reduce leaves g for backward_elementwise, or nullptr (then
+// the latter recomputes it): the residual's gradient, which is g, else dx's
+// buffer when dy comes in two parts. Reading g back costs one pass; making it
+// again costs two or three (dy, dy2, y).
+__host__ __device__ inline void* staged_grad(const BackwardArgs& a) {
+  if (a.grad_residual) return a.grad_residual;
+  return a.grad_y2 ? a.grad_x : nullptr;
+}
+
+// g = relu's mask applied to dy; per block: sum g and sum g * (x - mean);
+// g itself to staged_grad(a) where that is set.
 template <class T, int V, bool Relu>
 __global__ void __launch_bounds__(kMaxGroups) backward_reduce(BackwardArgs a) {
   extern __shared__ float shared[];  // [2][blockDim.y][blockDim.x * V]
@@ -211,11 +234,13 @@ __global__ void __launch_bounds__(kMaxGroups) backward_reduce(BackwardArgs a) {
 #pragma unroll
   for (int i = 0; i < V; ++i) mean[i] = a.mean[c0 + i];
   const T* x = static_cast<const T*>(a.x);
+  T* stage = static_cast<T*>(staged_grad(a));
   const int64_t stride = int64_t(gridDim.x) * blockDim.y;
   for (int64_t row = int64_t(blockIdx.x) * blockDim.y + threadIdx.y; row < a.rows; row += stride) {
     const int64_t at = row * a.channels + c0;
     float g[V], in[V];
     masked_grad<T, V, Relu>(a, at, g);
+    if (stage) store<T, V>(stage + at, g);  // exact: g is already T's value
     load<T, V>(x + at, in);
 #pragma unroll
     for (int i = 0; i < V; ++i) {
@@ -243,7 +268,9 @@ __global__ void __launch_bounds__(kMaxGroups) backward_reduce(BackwardArgs a) {
 // Per channel: the blocks' partial sums (lanes, then a tree, a fixed order),
 // the parameter gradients, and dx's coefficients: dx = A g + B (x - mean) + D.
 __global__ void backward_finalize(BackwardArgs a, int blocks) {
-  __shared__ float sg[kLanes][32], sgx[kLanes][32];
+  extern __shared__ float shared[];  // kFinalizeShared
+  float(*sg)[32] = reinterpret_cast<float(*)[32]>(shared);
+  float(*sgx)[32] = sg + kLanes;
   const int tx = threadIdx.x, ty = threadIdx.y;
   const int64_t c = int64_t(blockIdx.x) * 32 + tx, part = int64_t(blocks) * a.channels;
   float sum_g = 0.f, sum_gx = 0.f;
@@ -272,6 +299,7 @@ __global__ void backward_finalize(BackwardArgs a, int blocks) {
   coef[2 * a.channels + c] = a.training ? -A * sum_g / n : 0.f;
 }
 
+// dx from g (staged, or made again) and the per-channel coefficients.
 template <class T, int V, bool Relu>
 __global__ void __launch_bounds__(kMaxGroups) backward_elementwise(BackwardArgs a, int blocks) {
   const int64_t c0 = int64_t(threadIdx.x) * V;
@@ -283,20 +311,20 @@ __global__ void __launch_bounds__(kMaxGroups) backward_elementwise(BackwardArgs 
     mean[i] = a.mean[c0 + i];
   }
   const T* x = static_cast<const T*>(a.x);
+  const T* stage = static_cast<const T*>(staged_grad(a));
   T* dx = static_cast<T*>(a.grad_x);
-  T* dr = static_cast<T*>(a.grad_residual);
   const int64_t stride = int64_t(gridDim.x) * blockDim.y;
   for (int64_t row = int64_t(blockIdx.x) * blockDim.y + threadIdx.y; row < a.rows; row += stride) {
     const int64_t at = row * a.channels + c0;
     float g[V], in[V];
-    masked_grad<T, V, Relu>(a, at, g);
-    if (dx) load<T, V>(x + at, in);
-    if (dr) store<T, V>(dr + at, g);
-    if (dx) {
+    if (stage)
+      load<T, V>(stage + at, g);  // where stage is dx, this thread reads it before writing
+    else
+      masked_grad<T, V, Relu>(a, at, g);
+    load<T, V>(x + at, in);
 #pragma unroll
-      for (int i = 0; i < V; ++i) in[i] = A[i] * g[i] + B[i] * (in[i] - mean[i]) + D[i];
-      store<T, V>(dx + at, in);
-    }
+    for (int i = 0; i < V; ++i) in[i] = A[i] * g[i] + B[i] * (in[i] - mean[i]) + D[i];
+    store<T, V>(dx + at, in);
   }
 }
 
@@ -326,49 +354,54 @@ inline const char* launch_error() {
   return e == cudaSuccess ? nullptr : cudaGetErrorString(e);
 }
 
-inline unsigned finalize_blocks(int64_t channels) {
-  return unsigned((channels + 31) / 32);
+// kernel<<<grid, block, shared, stream>>>(args...), written as the runtime
+// call it stands for: plain C++ compiles it too, so that the tests run these
+// kernels on CPUs (tests/cuda_emulation).
+template <class... P>
+const char* launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t shared, cudaStream_t stream,
+                   std::type_identity_t<P>... args) {
+  void* pointers[] = {static_cast<void*>(&args)...};
+  const cudaError_t e = cudaLaunchKernel(kernel, grid, block, pointers, shared, stream);
+  if (e == cudaSuccess) return launch_error();
+  (void)cudaGetLastError();  // the launch's error is returned, not left for the next check
+  return cudaGetErrorString(e);
 }
+
+inline dim3 finalize_grid(int64_t channels) {
+  return dim3(unsigned((channels + 31) / 32));
+}
+inline const dim3 kFinalizeBlock(32, kLanes);
 
 template <class T, int V>
 const char* stats_as(const StatsArgs& a, Shape s, cudaStream_t stream) {
   const size_t shared = (size_t(2) * s.block.x * V + 1) * s.block.y * sizeof(float);
-  stats_reduce<T, V><<<s.blocks, s.block, shared, stream>>>(a);
-  if (const char* e = launch_error()) return e;
-  stats_finalize<<<finalize_blocks(a.channels), dim3(32, kLanes), 0, stream>>>(a, s.blocks);
-  return launch_error();
+  if (const char* e = launch(stats_reduce<T, V>, s.blocks, s.block, shared, stream, a)) return e;
+  return launch(stats_finalize, finalize_grid(a.channels), kFinalizeBlock, kFinalizeShared, stream,
+                a, s.blocks);
 }
 
 template <class T, int V>
 const char* forward_as(const ForwardArgs& a, Shape s, cudaStream_t stream) {
   const bool res = a.residual != nullptr;
-  if (res && a.relu)
-    forward<T, V, true, true><<<s.blocks, s.block, 0, stream>>>(a);
-  else if (res)
-    forward<T, V, true, false><<<s.blocks, s.block, 0, stream>>>(a);
-  else if (a.relu)
-    forward<T, V, false, true><<<s.blocks, s.block, 0, stream>>>(a);
-  else
-    forward<T, V, false, false><<<s.blocks, s.block, 0, stream>>>(a);
-  return launch_error();
+  const auto kernel = res && a.relu ? forward<T, V, true, true>
+                      : res         ? forward<T, V, true, false>
+                      : a.relu      ? forward<T, V, false, true>
+                                    : forward<T, V, false, false>;
+  return launch(kernel, s.blocks, s.block, 0, stream, a);
 }
 
 template <class T, int V>
 const char* backward_as(const BackwardArgs& a, Shape s, cudaStream_t stream) {
   const size_t shared = size_t(2) * s.block.x * s.block.y * V * sizeof(float);
-  if (a.relu)
-    backward_reduce<T, V, true><<<s.blocks, s.block, shared, stream>>>(a);
-  else
-    backward_reduce<T, V, false><<<s.blocks, s.block, shared, stream>>>(a);
-  if (const char* e = launch_error()) return e;
-  backward_finalize<<<finalize_blocks(a.channels), dim3(32, kLanes), 0, stream>>>(a, s.blocks);
-  if (const char* e = launch_error()) return e;
-  if (!a.grad_x && !a.grad_residual) return nullptr;
-  if (a.relu)
-    backward_elementwise<T, V, true><<<s.blocks, s.block, 0, stream>>>(a, s.blocks);
-  else
-    backward_elementwise<T, V, false><<<s.blocks, s.block, 0, stream>>>(a, s.blocks);
-  return launch_error();
+  const auto reduce = a.relu ? backward_reduce<T, V, true> : backward_reduce<T, V, false>;
+  if (const char* e = launch(reduce, s.blocks, s.block, shared, stream, a)) return e;
+  if (const char* e = launch(backward_finalize, finalize_grid(a.channels), kFinalizeBlock,
+                             kFinalizeShared, stream, a, s.blocks))
+    return e;
+  if (!a.grad_x) return nullptr;  // the residual's gradient is the staged g
+  const auto elementwise =
+      a.relu ? backward_elementwise<T, V, true> : backward_elementwise<T, V, false>;
+  return launch(elementwise, s.blocks, s.block, 0, stream, a, s.blocks);
 }
 
 // Calls f.template operator()<T, V>(shape) for the arguments' type, width

@@ -29,11 +29,13 @@ struct ForwardArgs {
   bool relu = true;
 };
 
-/// The gradients of ForwardArgs' y: g = dy masked where y <= 0 (relu), then
-/// grad_bias = sum g, grad_weight = sum g * xhat, grad_residual = g, and
-/// grad_x by batch norm's training-mode formula (eval mode: weight * invstd * g).
+/// The gradients of ForwardArgs' y: g = dy (+ dy2) masked where y <= 0
+/// (relu), then grad_bias = sum g, grad_weight = sum g * xhat, grad_residual
+/// = g, and grad_x by batch norm's training-mode formula (eval mode: weight *
+/// invstd * g).
 struct BackwardArgs {
   const void* grad_y = nullptr;
+  const void* grad_y2 = nullptr;  ///< optional: the gradient from y's second consumer
   const void* y = nullptr;
   const void* x = nullptr;
   const float* mean = nullptr;

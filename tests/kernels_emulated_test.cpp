@@ -1,0 +1,182 @@
+// The fused batch-norm kernels, run on CPUs: their CUDA source itself,
+// compiled as C++ against tests/cuda_emulation's runtime (a block's threads
+// as OS threads), checked against the composite formulas in double precision
+// as test_cuda checks them on a GPU. Here every CI run checks the kernels'
+// logic (indexing, the grid-stride loops, the fixed-order merges, the staged
+// gradient); what only a GPU shows (speed, memory ordering between real
+// warps, the compiler's device code) test_cuda checks.
+#include <doctest/doctest.h>
+#include <torch/torch.h>
+#include <trainkit/layers/batch_norm_act.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "support.hpp"
+
+// The kernels' dynamic shared memory (extern __shared__): one launch's block
+// at a time uses it.
+namespace trainkit::layers::detail::cuda::kernels {
+float shared[48 * 1024 / sizeof(float)];
+}
+#include "trainkit/layers/detail/batch_norm_act_kernels.cuh"
+
+namespace {
+
+namespace bn = trainkit::layers::detail;
+namespace kernels = bn::cuda::kernels;
+
+// NaN in shared memory before each block: a read of what no thread wrote shows.
+void poison_shared_memory() {
+  cuda_emulation::shared_bytes_available = sizeof(kernels::shared);
+  cuda_emulation::before_block = [](size_t) {
+    std::fill(std::begin(kernels::shared), std::end(kernels::shared),
+              std::numeric_limits<float>::quiet_NaN());
+  };
+}
+
+bn::cuda::Scalar scalar(at::ScalarType t) {
+  return t == at::kFloat  ? bn::cuda::Scalar::f32
+         : t == at::kHalf ? bn::cuda::Scalar::f16
+                          : bn::cuda::Scalar::bf16;
+}
+
+at::Tensor nan_like(const at::Tensor& t) {
+  return at::full_like(t, std::numeric_limits<double>::quiet_NaN());
+}
+
+at::Tensor floats(int64_t n) {
+  return at::full({n}, std::numeric_limits<float>::quiet_NaN());
+}
+
+const void* ptr(const at::Tensor& t) {
+  return t.defined() ? t.data_ptr() : nullptr;
+}
+
+struct Case {
+  at::ScalarType type;
+  int64_t channels;
+  bool residual, fork, relu;
+  int multiprocessors;  // bounds the grid: 8 blocks per multiprocessor
+};
+
+/// One training step through the kernels: statistics, forward (running
+/// statistics moved), backward; every output checked against the composite.
+void check_kernels(const Case& c, uint64_t seed) {
+  CAPTURE(c.type);
+  CAPTURE(c.channels);
+  CAPTURE(c.residual);
+  CAPTURE(c.fork);
+  CAPTURE(c.relu);
+  CAPTURE(c.multiprocessors);
+  poison_shared_memory();
+  torch::manual_seed(seed);
+  const double tol = c.type == at::kFloat ? 1e-5 : 1e-2;
+  const double eps = 1e-5, momentum = 0.1;
+  const std::vector<int64_t> shape{16, c.channels, 6, 5};  // 480 rows
+  const auto nhwc = [&](const at::Tensor& t) {
+    return t.to(c.type).contiguous(at::MemoryFormat::ChannelsLast);
+  };
+  const auto x = nhwc(torch::randn(shape) * 2 + 0.3);
+  const auto r = c.residual ? nhwc(torch::randn(shape)) : at::Tensor();
+  const auto dy = nhwc(torch::randn(shape));
+  const auto dy2 = c.fork ? nhwc(torch::randn(shape)) : at::Tensor();
+  const auto weight = torch::rand({c.channels}) + 0.5, bias = torch::randn({c.channels});
+  auto running_mean = torch::randn({c.channels}), running_var = torch::rand({c.channels}) + 0.5;
+  const int64_t rows = x.numel() / c.channels;
+  const auto type = scalar(c.type);
+  const int sms = c.multiprocessors;
+
+  // the reference, in double, from the same (rounded) inputs
+  const auto d = [](const at::Tensor& t) { return t.defined() ? t.to(at::kDouble) : t; };
+  const auto [mean_ref, invstd_ref] = bn::composite_stats(d(x), eps);
+  const auto y_ref =
+      bn::composite_forward(d(x), d(r), d(weight), d(bias), mean_ref, invstd_ref, c.relu);
+  const bn::BatchNormActConfig config{true, c.relu, c.residual, true, true};
+  // a fork's two gradients added in their own type, as autograd adds them
+  const auto dy_total = c.fork ? dy + dy2 : dy;
+  const auto grads_ref =
+      bn::composite_backward(d(dy_total), {}, y_ref, d(x), d(weight), mean_ref, invstd_ref, config);
+  auto rm_ref = d(running_mean), rv_ref = d(running_var);
+  bn::update_running(rm_ref, rv_ref, mean_ref, invstd_ref, momentum, eps, rows);
+
+  // statistics
+  auto mean = floats(c.channels), invstd = floats(c.channels);
+  auto stats_ws = floats(bn::cuda::stats_workspace_floats(rows, c.channels, type, sms));
+  bn::cuda::StatsArgs s;
+  s.x = x.data_ptr(), s.mean = mean.data_ptr<float>(), s.invstd = invstd.data_ptr<float>();
+  s.workspace = stats_ws.data_ptr<float>(), s.eps = float(eps);
+  s.rows = rows, s.channels = c.channels, s.type = type;
+  REQUIRE(bn::cuda::launch_stats(s, sms, nullptr) == nullptr);
+  CHECK(tk_test::max_rel_error(mean, mean_ref) < 1e-5);
+  CHECK(tk_test::max_rel_error(invstd, invstd_ref) < 1e-5);
+
+  // forward, from the reference statistics (rounded to float, as the kernels keep them)
+  const auto mean32 = mean_ref.to(at::kFloat), invstd32 = invstd_ref.to(at::kFloat);
+  auto y = nan_like(x);
+  bn::cuda::ForwardArgs f;
+  f.x = x.data_ptr(), f.residual = ptr(r), f.y = y.data_ptr();
+  f.mean = mean32.data_ptr<float>(), f.invstd = invstd32.data_ptr<float>();
+  f.weight = weight.data_ptr<float>(), f.bias = bias.data_ptr<float>();
+  f.running_mean = running_mean.data_ptr<float>(), f.running_var = running_var.data_ptr<float>();
+  f.momentum = float(momentum), f.eps = float(eps);
+  f.unbias = float(double(rows) / double(rows - 1));
+  f.rows = rows, f.channels = c.channels, f.type = type, f.relu = c.relu;
+  REQUIRE(bn::cuda::launch_forward(f, sms, nullptr) == nullptr);
+  CHECK(tk_test::max_rel_error(y, y_ref) < tol);
+  CHECK(tk_test::max_rel_error(running_mean, rm_ref) < 1e-5);
+  CHECK(tk_test::max_rel_error(running_var, rv_ref) < 1e-5);
+
+  // backward: the mask from the kernels' own output, as the layer saves it
+  auto dx = nan_like(x), dw = floats(c.channels), db = floats(c.channels);
+  auto dr = c.residual ? nan_like(x) : at::Tensor();
+  auto ws = floats(bn::cuda::backward_workspace_floats(rows, c.channels, type, sms));
+  bn::cuda::BackwardArgs b;
+  b.grad_y = dy.data_ptr(), b.grad_y2 = ptr(dy2), b.y = y.data_ptr(), b.x = x.data_ptr();
+  b.mean = mean32.data_ptr<float>(), b.invstd = invstd32.data_ptr<float>();
+  b.weight = weight.data_ptr<float>();
+  b.grad_weight = dw.data_ptr<float>(), b.grad_bias = db.data_ptr<float>();
+  b.grad_x = dx.data_ptr(), b.grad_residual = dr.defined() ? dr.data_ptr() : nullptr;
+  b.workspace = ws.data_ptr<float>();
+  b.rows = rows, b.channels = c.channels, b.type = type, b.relu = c.relu, b.training = true;
+  REQUIRE(bn::cuda::launch_backward(b, sms, nullptr) == nullptr);
+  const std::vector<at::Tensor> got{dx, dw, db, dr};
+  for (size_t i = 0; i < 4; ++i) {
+    CAPTURE(i);  // dx, dw, db, dr
+    REQUIRE(got[i].defined() == grads_ref[i].defined());
+    if (!got[i].defined()) continue;
+    CHECK_FALSE(got[i].isnan().any().item<bool>());
+    CHECK(tk_test::max_rel_error(got[i], grads_ref[i]) < tol);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("the fused batch-norm kernels, run on CPUs, against the composite formulas") {
+  uint64_t seed = 40;
+  // 64 channels: 16-byte vectors in every type; 12: in fp32 only; 3: none
+  for (const auto type : {at::kFloat, at::kHalf, at::kBFloat16})
+    for (const int64_t channels : {64, 12, 3})
+      for (const bool residual : {false, true})
+        for (const bool fork : {false, true})
+          check_kernels({type, channels, residual, fork, /*relu=*/true, /*multiprocessors=*/1},
+                        ++seed);
+  // no ReLU; one block per row group (grid not bound); the widest block
+  check_kernels({at::kHalf, 64, true, true, /*relu=*/false, 64}, ++seed);
+  check_kernels({at::kFloat, 2048, false, true, true, 2}, ++seed);
+}
+
+TEST_CASE("a launch the GPU refuses comes back as its error's text, and leaves no error behind") {
+  poison_shared_memory();
+  const auto kernel = +[](int) {};
+  // more than 1024 threads in a block
+  const char* error = kernels::launch(kernel, dim3(1), dim3(33, 32), 0, nullptr, 0);
+  REQUIRE(error != nullptr);
+  CHECK(std::string(error) == "invalid configuration argument");
+  CHECK(cudaGetLastError() == cudaSuccess);
+  CHECK(kernels::launch(kernel, dim3(2), dim3(32, 32), 0, nullptr, 0) == nullptr);
+}
