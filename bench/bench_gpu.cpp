@@ -287,10 +287,12 @@ double time_ms(const torch::Device& device, int iters, F&& f) {
 }
 
 /// ResNet-10's batch norms alone at batch 2048: forward and backward of
-/// BatchNorm2d (+ add) + ReLU against BatchNormReLU2d, and the pass that the
-/// fused forward starts with (trainkit's statistics kernel, and ATen's
-/// batch_norm_stats that it replaced), against the time
-/// the bytes they must move take at `bandwidth` (bytes/s, read + written).
+/// BatchNorm2d (+ add) + ReLU against BatchNormReLU2d, then with the output
+/// used twice (as a block's input is: autograd adds the two gradients,
+/// against the fused layer's fork, whose backward adds them), and the pass
+/// that the fused forward starts with (trainkit's statistics kernel, and
+/// ATen's batch_norm_stats that it replaced), against the time the bytes
+/// they must move take at `bandwidth` (bytes/s, read + written).
 void bn_layers(const Args& args, double bandwidth) {
   const torch::Device device(args.device);
   const int64_t batch = std::max<int64_t>(2, int64_t(2048 * args.batch_scale));
@@ -301,7 +303,7 @@ void bn_layers(const Args& args, double bandwidth) {
         const auto cl = at::MemoryFormat::ChannelsLast;
         const auto x = at::randn({batch, channels, side, side}, opts).contiguous(cl);
         const auto r = residual ? at::randn_like(x) : at::Tensor();
-        const auto dy = at::randn_like(x);
+        const auto dy = at::randn_like(x), dy2 = at::randn_like(x);
         nn::BatchNorm2d bn(channels);
         trainkit::layers::BatchNormReLU2d fused(channels);
         bn->to(device), fused->to(device);
@@ -312,6 +314,15 @@ void bn_layers(const Args& args, double bandwidth) {
           torch::relu(residual ? y + rg : y).backward(dy);
         };
         const auto fast = [&] { fused(xg, rg).backward(dy); };
+        const auto plain_two_uses = [&] {
+          auto y = bn(xg);
+          const auto out = torch::relu(residual ? y + rg : y);
+          torch::autograd::backward({out, out}, {dy, dy2});
+        };
+        const auto fast_fork = [&] {
+          const auto [first, second] = fused->forward_fork(xg, rg);
+          torch::autograd::backward({first, second}, {dy, dy2});
+        };
         const auto fast_forward = [&] {
           torch::NoGradGuard g;
           (void)fused(x, r);
@@ -329,8 +340,12 @@ void bn_layers(const Args& args, double bandwidth) {
 #endif
         // passes over the activations the fused step cannot avoid: forward
         // reads x twice (statistics, then normalise), the residual once, writes
-        // y; backward reads dy, y, x twice and writes dx (and the residual's).
-        const double passes_fwd = 3 + residual, passes = passes_fwd + 7 + residual;
+        // y; backward reads dy, y and x, then dy, y and x again or (with a
+        // residual) writes its gradient, g, and reads g and x back; then it
+        // writes dx. A fork reads dy2 too and always keeps g (in dx's buffer
+        // when there is no residual).
+        const double passes_fwd = 3 + residual, passes = passes_fwd + 7,
+                     passes_fork = passes_fwd + 8;
         const double bytes = double(x.numel()) * double(x.element_size());
         const int iters = 20;
         std::ostringstream f;
@@ -339,12 +354,15 @@ void bn_layers(const Args& args, double bandwidth) {
           << ", \"residual\": " << (residual ? "true" : "false")
           << ", \"plain_fwd_bwd_ms\": " << time_ms(device, iters, plain)
           << ", \"fused_fwd_bwd_ms\": " << time_ms(device, iters, fast)
+          << ", \"plain_two_uses_ms\": " << time_ms(device, iters, plain_two_uses)
+          << ", \"fused_fork_ms\": " << time_ms(device, iters, fast_fork)
           << ", \"plain_fwd_ms\": " << time_ms(device, iters, plain_forward)
           << ", \"fused_fwd_ms\": " << time_ms(device, iters, fast_forward)
           << ", \"stats_ms\": " << time_ms(device, iters, stats)
           << ", \"aten_stats_ms\": " << time_ms(device, iters, aten_stats)
           << ", \"memory_limit_stats_ms\": " << bytes / bandwidth * 1e3
           << ", \"memory_limit_fwd_bwd_ms\": " << passes * bytes / bandwidth * 1e3
+          << ", \"memory_limit_fork_ms\": " << passes_fork * bytes / bandwidth * 1e3
           << ", \"memory_limit_fwd_ms\": " << passes_fwd * bytes / bandwidth * 1e3;
         bench::report("gpu_bn_layer", f.str());
       }
