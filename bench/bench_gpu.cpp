@@ -13,10 +13,12 @@
 //
 //   bench_gpu [--device cuda|cpu] [--cases resnet10,mlp,transformer,gpt,loader]
 //             [--steps N] [--batch-scale F] [--peak-flops F] [--loader-dir DIR]
+//   (--help lists the flags, the cases and the defaults)
 //
 // On a CPU (`--device cpu --batch-scale 0.01 --steps 3`) it is a smoke run:
 // graphs are emulated there, and the timings mean nothing.
 #include <torch/torch.h>
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 #include <trainkit/callbacks/throughput.hpp>
 #include <trainkit/trainkit.hpp>
@@ -83,39 +85,17 @@ struct SmallTransformerImpl : nn::Module {
 };
 TORCH_MODULE(SmallTransformer);
 
+/// Every case, in the order main runs them; bn_layers runs on CUDA only.
+const std::vector<std::string> kCases{"resnet10",    "bn_layers", "mlp",
+                                      "transformer", "gpt",       "loader"};
+
 struct Args {
-  std::string device = "cuda", cases = "resnet10,mlp,transformer,gpt,loader";
+  std::string device = "cuda";
+  std::vector<std::string> cases{"resnet10", "mlp", "transformer", "gpt", "loader"};
   std::string loader_dir = "build/gpu/loader-data";
   int64_t steps = 50;
   double batch_scale = 1.0, peak_flops = 0.0;
 };
-
-Args parse(int argc, char** argv) {
-  Args a;
-  const std::string usage =
-      "; flags (each with a value): --device, --cases, --steps, --batch-scale, --peak-flops, "
-      "--loader-dir";
-  for (int i = 1; i < argc; i += 2) {
-    const std::string k = argv[i];
-    if (i + 1 == argc) throw std::runtime_error("bench_gpu: " + k + " without a value" + usage);
-    const std::string v = argv[i + 1];
-    if (k == "--device")
-      a.device = v;
-    else if (k == "--cases")
-      a.cases = v;
-    else if (k == "--steps")
-      a.steps = std::stoll(v);
-    else if (k == "--batch-scale")
-      a.batch_scale = std::stod(v);
-    else if (k == "--peak-flops")
-      a.peak_flops = std::stod(v);
-    else if (k == "--loader-dir")
-      a.loader_dir = v;
-    else
-      throw std::runtime_error("bench_gpu: unknown flag " + k + usage);
-  }
-  return a;
-}
 
 void synchronize([[maybe_unused]] const torch::Device& device) {
 #if TRAINKIT_HAS_CUDA
@@ -532,14 +512,24 @@ void run_loader(const Args& args) {
 
 int main(int argc, char** argv) {
   Args args;
-  try {
-    args = parse(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s\n", e.what());
-    return 2;
-  }
+  CLI::App app{"trainkit's GPU benchmarks, one JSON line per case and mode"};
+  app.add_option("--device", args.device, "cuda, or cpu for a smoke run")->capture_default_str();
+  app.add_option("--cases", args.cases)
+      ->delimiter(',')
+      ->check(CLI::IsMember(kCases))
+      ->capture_default_str();
+  app.add_option("--steps", args.steps, "timed steps per case")->capture_default_str();
+  app.add_option("--batch-scale", args.batch_scale, "the batch sizes scaled by this")
+      ->capture_default_str();
+  app.add_option("--peak-flops", args.peak_flops, "the device's peak FLOP/s, for MFU (0: none)")
+      ->capture_default_str();
+  app.add_option("--loader-dir", args.loader_dir, "where the loader case writes its sample files")
+      ->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
   const bool cuda = torch::Device(args.device).is_cuda();
-  const auto wants = [&](const char* name) { return args.cases.find(name) != std::string::npos; };
+  const auto wants = [&](const std::string& name) {
+    return std::find(args.cases.begin(), args.cases.end(), name) != args.cases.end();
+  };
   if (wants("resnet10")) {
     // fp16 needs CUDA autocast; a CPU smoke run trains in bf16 only.
     for (const char* p : {"fp16", "bf16"}) {

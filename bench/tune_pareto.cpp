@@ -15,17 +15,16 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <map>
 #include <memory>
 #include <numbers>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 #include <trainkit/tune/pareto.hpp>
 #include <trainkit/tune/samplers/nsga2.hpp>
@@ -66,13 +65,6 @@ double front_hypervolume(const std::string& name) {
   return hypervolume(front, kReference);
 }
 
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream in(s);
-  for (std::string item; std::getline(in, item, ',');) out.push_back(item);
-  return out;
-}
-
 /// The hypervolume gap after each trial of one run.
 template <class S>
 std::vector<double> run(const std::string& function, S sampler, int trials, double best,
@@ -104,62 +96,60 @@ std::vector<double> run(const std::string& function, S sampler, int trials, doub
   return curve;
 }
 
+using Runner = std::function<std::vector<double>(const std::string& function, uint64_t seed,
+                                                 int trials, double best, double& overhead_s)>;
+
+/// The samplers by name (motpe: sampler::Tpe on two objectives).
+const std::map<std::string, Runner>& samplers() {
+  static const std::map<std::string, Runner> all{
+      {"random",
+       [](const std::string& f, uint64_t seed, int n, double best, double& overhead) {
+         return run(f, sampler::Random({.seed = seed}), n, best, overhead);
+       }},
+      {"nsga2",
+       [](const std::string& f, uint64_t seed, int n, double best, double& overhead) {
+         return run(f, sampler::NsgaII({.seed = seed}), n, best, overhead);
+       }},
+      {"motpe", [](const std::string& f, uint64_t seed, int n, double best, double& overhead) {
+         return run(f, sampler::Tpe({.seed = seed}), n, best, overhead);
+       }}};
+  return all;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int seeds = 10, first_seed = 0, trials = 200;
-  std::string functions = "zdt1,zdt2,zdt3", samplers = "random,nsga2,motpe", json_path;
-  // the defaults name every function and sampler
-  const std::string usage =
-      "; usage: bench_tune_pareto [--seeds S] [--first-seed K] [--trials N] "
-      "[--functions " +
-      functions + "] [--samplers " + samplers + "] [--json out.json]";
-  const auto fail = [](const std::string& why) {
-    std::fprintf(stderr, "%s\n", why.c_str());
-    return 2;
-  };
-  for (int i = 1; i < argc; i += 2) {
-    const std::string k = argv[i];
-    if (i + 1 == argc) return fail("bench_tune_pareto: " + k + " without a value" + usage);
-    const std::string v = argv[i + 1];
-    if (k == "--seeds")
-      seeds = std::atoi(v.c_str());
-    else if (k == "--first-seed")  // seeds K .. K+S-1, to add to an earlier run
-      first_seed = std::atoi(v.c_str());
-    else if (k == "--trials")
-      trials = std::atoi(v.c_str());
-    else if (k == "--functions")
-      functions = v;
-    else if (k == "--samplers")
-      samplers = v;
-    else if (k == "--json")
-      json_path = v;
-    else
-      return fail("bench_tune_pareto: unknown flag " + k + usage);
-  }
+  const std::vector<std::string> all_functions{"zdt1", "zdt2", "zdt3"};
+  std::vector<std::string> all_samplers;
+  for (const auto& [name, runner] : samplers()) all_samplers.push_back(name);
+  auto functions = all_functions, sampler_names = all_samplers;  // the defaults: every one
+  std::string json_path;
+  CLI::App app{"Multi-objective samplers on ZDT1-3: the hypervolume gap after each trial"};
+  app.add_option("--seeds", seeds, "seeds per function and sampler")->capture_default_str();
+  app.add_option("--first-seed", first_seed, "seeds K .. K+S-1, to add to an earlier run")
+      ->capture_default_str();
+  app.add_option("--trials", trials)->capture_default_str();
+  app.add_option("--functions", functions)
+      ->delimiter(',')
+      ->check(CLI::IsMember(all_functions))
+      ->capture_default_str();
+  app.add_option("--samplers", sampler_names)
+      ->delimiter(',')
+      ->check(CLI::IsMember(all_samplers))
+      ->capture_default_str();
+  app.add_option("--json", json_path, "the curves, for bench/tune_compare.py");
+  CLI11_PARSE(app, argc, argv);
   nlohmann::json out = {
       {"source", "trainkit"}, {"seeds", seeds}, {"first_seed", first_seed}, {"trials", trials}};
-  for (const auto& function : split(functions)) {
-    if (function != "zdt1" && function != "zdt2" && function != "zdt3")
-      throw std::runtime_error("bench_tune_pareto: unknown function " + function);
+  for (const auto& function : functions) {
     const double best = front_hypervolume(function);
     out["results"][function]["optimum"] = 0.0;
-    for (const auto& name : split(samplers)) {
+    for (const auto& name : sampler_names) {
       std::vector<std::vector<double>> curves;
       double overhead_s = 0;
-      for (int seed = first_seed; seed < first_seed + seeds; ++seed) {
-        if (name == "random")
-          curves.push_back(
-              run(function, sampler::Random({.seed = uint64_t(seed)}), trials, best, overhead_s));
-        else if (name == "nsga2")
-          curves.push_back(
-              run(function, sampler::NsgaII({.seed = uint64_t(seed)}), trials, best, overhead_s));
-        else if (name == "motpe")
-          curves.push_back(
-              run(function, sampler::Tpe({.seed = uint64_t(seed)}), trials, best, overhead_s));
-        else
-          throw std::runtime_error("bench_tune_pareto: unknown sampler " + name);
-      }
+      for (int seed = first_seed; seed < first_seed + seeds; ++seed)
+        curves.push_back(samplers().at(name)(function, uint64_t(seed), trials, best, overhead_s));
       const double ms = 1e3 * overhead_s / double(seeds * trials);
       out["results"][function][name] = {{"best_so_far", curves}, {"overhead_ms_per_trial", ms}};
       std::vector<double> last;
