@@ -91,11 +91,16 @@ struct FrozenTrial {
   /// Its constraint values (Trial::set_constraints; Optuna's system attr
   /// "constraints"), if it has any.
   std::optional<std::vector<double>> constraints() const {
-    const auto it = system_attrs.find("constraints");
-    if (it == system_attrs.end() || !it->is_array()) return std::nullopt;
+    if (!has_constraints()) return std::nullopt;
     std::vector<double> out;
-    for (const auto& c : *it) out.push_back(c.is_number() ? c.get<double>() : NAN);
+    for (const auto& c : system_attrs.at("constraints"))
+      out.push_back(c.is_number() ? c.get<double>() : NAN);
     return out;
+  }
+  /// Whether constraints() has values, without reading them.
+  bool has_constraints() const {
+    const auto it = system_attrs.find("constraints");
+    return it != system_attrs.end() && it->is_array();
   }
   /// Every constraint holds (is <= 0); true for a trial without constraints.
   bool feasible() const {

@@ -107,7 +107,7 @@ class NsgaII {
     for (const auto& t : view.trials) {
       const auto values = t.objective_values();
       if (t.state != TrialState::Complete || values.size() != directions.size()) continue;
-      constrained = constrained || t.constraints().has_value();
+      constrained = constrained || t.has_constraints();
       complete.push_back({&t, minimized(values, directions), violation_of(t)});
     }
     if (!constrained) {

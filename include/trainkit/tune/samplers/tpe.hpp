@@ -473,7 +473,7 @@ inline TpeObservations tpe_observations(const StudyView& view,
   const bool several = directions.size() > 1;
   const double sign = view.direction == Direction::Minimize ? 1.0 : -1.0;
   const bool constrained = std::any_of(view.trials.begin(), view.trials.end(),
-                                       [](const FrozenTrial& t) { return t.constraints(); });
+                                       [](const FrozenTrial& t) { return t.has_constraints(); });
   TpeObservations out;
   for (const auto& name : names) out.values[name];
   for (const auto& t : view.trials) {
