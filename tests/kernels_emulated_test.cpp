@@ -60,12 +60,16 @@ const void* ptr(const at::Tensor& t) {
 struct Case {
   at::ScalarType type;
   int64_t channels;
-  bool residual, fork, relu;
-  int multiprocessors;  // bounds the grid: 8 blocks per multiprocessor
+  bool residual, fork;
+  bool relu = true;
+  int multiprocessors = 1;  // bounds the grid: 8 blocks per multiprocessor
+  bool training = true;     // else eval mode: the running statistics normalise
+  bool affine = true;       // else no weight or bias, nor their gradients
 };
 
-/// One training step through the kernels: statistics, forward (running
-/// statistics moved), backward; every output checked against the composite.
+/// One step through the kernels: statistics (training), forward (running
+/// statistics moved in training, untouched in eval), backward; every output
+/// checked against the composite.
 void check_kernels(const Case& c, uint64_t seed) {
   CAPTURE(c.type);
   CAPTURE(c.channels);
@@ -73,6 +77,8 @@ void check_kernels(const Case& c, uint64_t seed) {
   CAPTURE(c.fork);
   CAPTURE(c.relu);
   CAPTURE(c.multiprocessors);
+  CAPTURE(c.training);
+  CAPTURE(c.affine);
   poison_shared_memory();
   torch::manual_seed(seed);
   const double tol = c.type == at::kFloat ? 1e-5 : 1e-2;
@@ -85,7 +91,8 @@ void check_kernels(const Case& c, uint64_t seed) {
   const auto r = c.residual ? nhwc(torch::randn(shape)) : at::Tensor();
   const auto dy = nhwc(torch::randn(shape));
   const auto dy2 = c.fork ? nhwc(torch::randn(shape)) : at::Tensor();
-  const auto weight = torch::rand({c.channels}) + 0.5, bias = torch::randn({c.channels});
+  const auto weight = c.affine ? torch::rand({c.channels}) + 0.5 : at::Tensor();
+  const auto bias = c.affine ? torch::randn({c.channels}) : at::Tensor();
   auto running_mean = torch::randn({c.channels}), running_var = torch::rand({c.channels}) + 0.5;
   const int64_t rows = x.numel() / c.channels;
   const auto type = scalar(c.type);
@@ -93,27 +100,30 @@ void check_kernels(const Case& c, uint64_t seed) {
 
   // the reference, in double, from the same (rounded) inputs
   const auto d = [](const at::Tensor& t) { return t.defined() ? t.to(at::kDouble) : t; };
-  const auto [mean_ref, invstd_ref] = bn::composite_stats(d(x), eps);
+  const auto [mean_ref, invstd_ref] =
+      c.training ? bn::composite_stats(d(x), eps)
+                 : std::pair{d(running_mean), (d(running_var) + eps).rsqrt()};
   const auto y_ref =
       bn::composite_forward(d(x), d(r), d(weight), d(bias), mean_ref, invstd_ref, c.relu);
-  const bn::BatchNormActConfig config{true, c.relu, c.residual, true, true};
+  const bn::BatchNormActConfig config{c.training, c.relu, c.residual, c.affine, c.affine};
   // a fork's two gradients added in their own type, as autograd adds them
   const auto dy_total = c.fork ? dy + dy2 : dy;
   const auto grads_ref =
       bn::composite_backward(d(dy_total), {}, y_ref, d(x), d(weight), mean_ref, invstd_ref, config);
   auto rm_ref = d(running_mean), rv_ref = d(running_var);
-  bn::update_running(rm_ref, rv_ref, mean_ref, invstd_ref, momentum, eps, rows);
+  if (c.training) bn::update_running(rm_ref, rv_ref, mean_ref, invstd_ref, momentum, eps, rows);
 
-  // statistics
-  auto mean = floats(c.channels), invstd = floats(c.channels);
-  auto stats_ws = floats(bn::cuda::stats_workspace_floats(rows, c.channels, type, sms));
-  bn::cuda::StatsArgs s;
-  s.x = x.data_ptr(), s.mean = mean.data_ptr<float>(), s.invstd = invstd.data_ptr<float>();
-  s.workspace = stats_ws.data_ptr<float>(), s.eps = float(eps);
-  s.rows = rows, s.channels = c.channels, s.type = type;
-  REQUIRE(bn::cuda::launch_stats(s, sms, nullptr) == nullptr);
-  CHECK(tk_test::max_rel_error(mean, mean_ref) < 1e-5);
-  CHECK(tk_test::max_rel_error(invstd, invstd_ref) < 1e-5);
+  if (c.training) {  // statistics
+    auto mean = floats(c.channels), invstd = floats(c.channels);
+    auto stats_ws = floats(bn::cuda::stats_workspace_floats(rows, c.channels, type, sms));
+    bn::cuda::StatsArgs s;
+    s.x = x.data_ptr(), s.mean = mean.data_ptr<float>(), s.invstd = invstd.data_ptr<float>();
+    s.workspace = stats_ws.data_ptr<float>(), s.eps = float(eps);
+    s.rows = rows, s.channels = c.channels, s.type = type;
+    REQUIRE(bn::cuda::launch_stats(s, sms, nullptr) == nullptr);
+    CHECK(tk_test::max_rel_error(mean, mean_ref) < 1e-5);
+    CHECK(tk_test::max_rel_error(invstd, invstd_ref) < 1e-5);
+  }
 
   // forward, from the reference statistics (rounded to float, as the kernels keep them)
   const auto mean32 = mean_ref.to(at::kFloat), invstd32 = invstd_ref.to(at::kFloat);
@@ -121,8 +131,12 @@ void check_kernels(const Case& c, uint64_t seed) {
   bn::cuda::ForwardArgs f;
   f.x = x.data_ptr(), f.residual = ptr(r), f.y = y.data_ptr();
   f.mean = mean32.data_ptr<float>(), f.invstd = invstd32.data_ptr<float>();
-  f.weight = weight.data_ptr<float>(), f.bias = bias.data_ptr<float>();
-  f.running_mean = running_mean.data_ptr<float>(), f.running_var = running_var.data_ptr<float>();
+  f.weight = c.affine ? weight.data_ptr<float>() : nullptr;
+  f.bias = c.affine ? bias.data_ptr<float>() : nullptr;
+  if (c.training) {  // as the layer calls it: eval mode moves nothing
+    f.running_mean = running_mean.data_ptr<float>();
+    f.running_var = running_var.data_ptr<float>();
+  }
   f.momentum = float(momentum), f.eps = float(eps);
   f.unbias = float(double(rows) / double(rows - 1));
   f.rows = rows, f.channels = c.channels, f.type = type, f.relu = c.relu;
@@ -132,17 +146,20 @@ void check_kernels(const Case& c, uint64_t seed) {
   CHECK(tk_test::max_rel_error(running_var, rv_ref) < 1e-5);
 
   // backward: the mask from the kernels' own output, as the layer saves it
-  auto dx = nan_like(x), dw = floats(c.channels), db = floats(c.channels);
+  auto dx = nan_like(x);
+  auto dw = c.affine ? floats(c.channels) : at::Tensor(),
+       db = c.affine ? floats(c.channels) : at::Tensor();
   auto dr = c.residual ? nan_like(x) : at::Tensor();
   auto ws = floats(bn::cuda::backward_workspace_floats(rows, c.channels, type, sms));
   bn::cuda::BackwardArgs b;
   b.grad_y = dy.data_ptr(), b.grad_y2 = ptr(dy2), b.y = y.data_ptr(), b.x = x.data_ptr();
   b.mean = mean32.data_ptr<float>(), b.invstd = invstd32.data_ptr<float>();
-  b.weight = weight.data_ptr<float>();
-  b.grad_weight = dw.data_ptr<float>(), b.grad_bias = db.data_ptr<float>();
+  b.weight = c.affine ? weight.data_ptr<float>() : nullptr;
+  b.grad_weight = c.affine ? dw.data_ptr<float>() : nullptr;
+  b.grad_bias = c.affine ? db.data_ptr<float>() : nullptr;
   b.grad_x = dx.data_ptr(), b.grad_residual = dr.defined() ? dr.data_ptr() : nullptr;
   b.workspace = ws.data_ptr<float>();
-  b.rows = rows, b.channels = c.channels, b.type = type, b.relu = c.relu, b.training = true;
+  b.rows = rows, b.channels = c.channels, b.type = type, b.relu = c.relu, b.training = c.training;
   REQUIRE(bn::cuda::launch_backward(b, sms, nullptr) == nullptr);
   const std::vector<at::Tensor> got{dx, dw, db, dr};
   for (size_t i = 0; i < 4; ++i) {
@@ -163,11 +180,39 @@ TEST_CASE("the fused batch-norm kernels, run on CPUs, against the composite form
     for (const int64_t channels : {64, 12, 3})
       for (const bool residual : {false, true})
         for (const bool fork : {false, true})
-          check_kernels({type, channels, residual, fork, /*relu=*/true, /*multiprocessors=*/1},
+          check_kernels({.type = type, .channels = channels, .residual = residual, .fork = fork},
                         ++seed);
-  // no ReLU; one block per row group (grid not bound); the widest block
-  check_kernels({at::kHalf, 64, true, true, /*relu=*/false, 64}, ++seed);
-  check_kernels({at::kFloat, 2048, false, true, true, 2}, ++seed);
+  // no ReLU; one block per row group (the grid not bound); the widest block
+  check_kernels({.type = at::kHalf,
+                 .channels = 64,
+                 .residual = true,
+                 .fork = true,
+                 .relu = false,
+                 .multiprocessors = 64},
+                ++seed);
+  check_kernels(
+      {.type = at::kFloat, .channels = 2048, .residual = false, .fork = true, .multiprocessors = 2},
+      ++seed);
+  // eval mode (no statistics pass; dx = weight * invstd * g), without and with affine parameters
+  for (const bool affine : {true, false}) {
+    check_kernels({.type = at::kHalf,
+                   .channels = 64,
+                   .residual = true,
+                   .fork = true,
+                   .training = false,
+                   .affine = affine},
+                  ++seed);
+    check_kernels({.type = at::kFloat,
+                   .channels = 12,
+                   .residual = false,
+                   .fork = false,
+                   .training = false,
+                   .affine = affine},
+                  ++seed);
+  }
+  check_kernels(
+      {.type = at::kBFloat16, .channels = 64, .residual = true, .fork = false, .affine = false},
+      ++seed);
 }
 
 TEST_CASE("a launch the GPU refuses comes back as its error's text, and leaves no error behind") {
