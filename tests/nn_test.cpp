@@ -88,6 +88,7 @@ TEST_CASE("BatchNormReLU2d's fork: two tensors on one memory, neither changed in
   const auto [first, second] = fused->forward_fork(x);
   CHECK(first.data_ptr() == second.data_ptr());
   CHECK(torch::equal(first, fused(x.detach())));
+  CHECK_THROWS_WITH_AS(first.mul_(2), doctest::Contains("modified inplace"), c10::Error);
   CHECK_THROWS_WITH_AS(second.mul_(2), doctest::Contains("modified inplace"), c10::Error);
 }
 

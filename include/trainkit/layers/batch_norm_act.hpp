@@ -282,7 +282,8 @@ struct BatchNormActFunction : torch::autograd::Function<BatchNormActFunction> {
     ctx->saved_data["bias"] = config.bias;
     // an output nobody differentiates gets no gradient, not a tensor of zeros
     ctx->set_materialize_grads(false);
-    if (fork) return {y, y.alias()};
+    // a fork: two views of y, so that autograd refuses an in-place change to either
+    if (fork) return {y.alias(), y.alias()};
     return {y};
   }
 
