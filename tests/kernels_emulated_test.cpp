@@ -1,10 +1,10 @@
 // The fused batch-norm kernels, run on CPUs: their CUDA source itself,
 // compiled as C++ against tests/cuda_emulation's runtime (a block's threads
-// as OS threads), checked against the composite formulas in double precision
-// as test_cuda checks them on a GPU. Here every CI run checks the kernels'
-// logic (indexing, the grid-stride loops, the fixed-order merges, the staged
-// gradient); what only a GPU shows (speed, memory ordering between real
-// warps, the compiler's device code) test_cuda checks.
+// as fibers that take turns between barriers), checked against the composite
+// formulas in double precision as test_cuda checks them on a GPU. Here every CI run checks the
+// kernels' logic (indexing, the grid-stride loops, the fixed-order merges, the staged gradient);
+// what only a GPU shows (speed, memory ordering between real warps, the compiler's device code)
+// test_cuda checks.
 #include <doctest/doctest.h>
 #include <torch/torch.h>
 #include <trainkit/layers/batch_norm_act.hpp>
@@ -12,11 +12,17 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
 
 #include "support.hpp"
+
+#if TRAINKIT_HAS_FUSED_KERNELS
+#error \
+    "this file defines the kernels' entry points for CPUs: it cannot share a program with trainkit::cuda_kernels"
+#endif
 
 // The kernels' dynamic shared memory (extern __shared__): one launch's block
 // at a time uses it.
@@ -30,12 +36,22 @@ namespace {
 namespace bn = trainkit::layers::detail;
 namespace kernels = bn::cuda::kernels;
 
-// NaN in shared memory before each block: a read of what no thread wrote shows.
-void poison_shared_memory() {
+// A NaN with a payload no arithmetic makes: the value of shared memory no
+// thread wrote, and the mark of the bytes past a launch's size.
+constexpr uint32_t kPoison = 0x7fc0dead;
+
+// Shared memory poisoned before each block (a read of what no thread wrote
+// shows), and checked after it: a write past the launch's size fails it.
+void watch_shared_memory() {
   cuda_emulation::shared_bytes_available = sizeof(kernels::shared);
   cuda_emulation::before_block = [](size_t) {
-    std::fill(std::begin(kernels::shared), std::end(kernels::shared),
-              std::numeric_limits<float>::quiet_NaN());
+    for (auto& v : kernels::shared) std::memcpy(&v, &kPoison, sizeof v);
+  };
+  cuda_emulation::after_block = [](size_t bytes) {
+    const auto* words = reinterpret_cast<const unsigned char*>(kernels::shared);
+    for (size_t at = (bytes + 3) / 4 * 4; at < sizeof(kernels::shared); at += 4)
+      if (std::memcmp(words + at, &kPoison, 4) != 0) return false;
+    return true;
   };
 }
 
@@ -61,6 +77,7 @@ struct Case {
   at::ScalarType type;
   int64_t channels;
   bool residual, fork;
+  int64_t batch = 16;  // x 30 rows each
   bool relu = true;
   int multiprocessors = 1;  // bounds the grid: 8 blocks per multiprocessor
   bool training = true;     // else eval mode: the running statistics normalise
@@ -79,11 +96,12 @@ void check_kernels(const Case& c, uint64_t seed) {
   CAPTURE(c.multiprocessors);
   CAPTURE(c.training);
   CAPTURE(c.affine);
-  poison_shared_memory();
+  CAPTURE(c.batch);
+  watch_shared_memory();
   torch::manual_seed(seed);
   const double tol = c.type == at::kFloat ? 1e-5 : 1e-2;
   const double eps = 1e-5, momentum = 0.1;
-  const std::vector<int64_t> shape{16, c.channels, 6, 5};  // 480 rows
+  const std::vector<int64_t> shape{c.batch, c.channels, 6, 5};
   const auto nhwc = [&](const at::Tensor& t) {
     return t.to(c.type).contiguous(at::MemoryFormat::ChannelsLast);
   };
@@ -105,11 +123,6 @@ void check_kernels(const Case& c, uint64_t seed) {
                  : std::pair{d(running_mean), (d(running_var) + eps).rsqrt()};
   const auto y_ref =
       bn::composite_forward(d(x), d(r), d(weight), d(bias), mean_ref, invstd_ref, c.relu);
-  const bn::BatchNormActConfig config{c.training, c.relu, c.residual, c.affine, c.affine};
-  // a fork's two gradients added in their own type, as autograd adds them
-  const auto dy_total = c.fork ? dy + dy2 : dy;
-  const auto grads_ref =
-      bn::composite_backward(d(dy_total), {}, y_ref, d(x), d(weight), mean_ref, invstd_ref, config);
   auto rm_ref = d(running_mean), rv_ref = d(running_var);
   if (c.training) bn::update_running(rm_ref, rv_ref, mean_ref, invstd_ref, momentum, eps, rows);
 
@@ -145,7 +158,12 @@ void check_kernels(const Case& c, uint64_t seed) {
   CHECK(tk_test::max_rel_error(running_mean, rm_ref) < 1e-5);
   CHECK(tk_test::max_rel_error(running_var, rv_ref) < 1e-5);
 
-  // backward: the mask from the kernels' own output, as the layer saves it
+  // backward: the mask from the kernels' own output, as the layer saves it;
+  // a fork's two gradients added in their own type, as autograd adds them
+  const bn::BatchNormActConfig config{c.training, c.relu, c.residual, c.affine, c.affine};
+  const auto dy_total = c.fork ? dy + dy2 : dy;
+  const auto grads_ref =
+      bn::composite_backward(d(dy_total), {}, d(y), d(x), d(weight), mean_ref, invstd_ref, config);
   auto dx = nan_like(x);
   auto dw = c.affine ? floats(c.channels) : at::Tensor(),
        db = c.affine ? floats(c.channels) : at::Tensor();
@@ -169,6 +187,8 @@ void check_kernels(const Case& c, uint64_t seed) {
     CHECK_FALSE(got[i].isnan().any().item<bool>());
     CHECK(tk_test::max_rel_error(got[i], grads_ref[i]) < tol);
   }
+  // the residual's gradient is the masked sum itself, rounded once: exact
+  if (c.residual) CHECK(torch::equal(dr, c.relu ? dy_total * (y > 0) : dy_total));
 }
 
 }  // namespace
@@ -213,10 +233,46 @@ TEST_CASE("the fused batch-norm kernels, run on CPUs, against the composite form
   check_kernels(
       {.type = at::kBFloat16, .channels = 64, .residual = true, .fork = false, .affine = false},
       ++seed);
+  // 60 blocks: each lane of the per-channel merges takes several partials;
+  // one block; 512 groups of 8 half-precision channels (the most shared memory)
+  check_kernels({.type = at::kHalf,
+                 .channels = 64,
+                 .residual = true,
+                 .fork = true,
+                 .batch = 64,
+                 .multiprocessors = 8},
+                ++seed);
+  check_kernels({.type = at::kFloat, .channels = 12, .residual = false, .fork = true, .batch = 1},
+                ++seed);
+  check_kernels({.type = at::kHalf, .channels = 4096, .residual = true, .fork = true, .batch = 2},
+                ++seed);
+}
+
+TEST_CASE("the backward kernels on an empty batch (eval mode): zero parameter gradients") {
+  watch_shared_memory();
+  for (const auto type : {at::kFloat, at::kHalf}) {
+    CAPTURE(type);
+    const int64_t channels = 64;
+    const auto x = at::empty({0, channels, 4, 4}, type).contiguous(at::MemoryFormat::ChannelsLast);
+    const auto mean = torch::zeros({channels}), invstd = torch::ones({channels});
+    const auto weight = torch::ones({channels});
+    auto dw = floats(channels), db = floats(channels);
+    auto ws = floats(bn::cuda::backward_workspace_floats(0, channels, scalar(type), 1));
+    bn::cuda::BackwardArgs b;
+    b.grad_y = x.data_ptr(), b.y = x.data_ptr(), b.x = x.data_ptr();
+    b.mean = mean.data_ptr<float>(), b.invstd = invstd.data_ptr<float>();
+    b.weight = weight.data_ptr<float>();
+    b.grad_weight = dw.data_ptr<float>(), b.grad_bias = db.data_ptr<float>();
+    b.grad_x = x.data_ptr(), b.workspace = ws.data_ptr<float>();
+    b.rows = 0, b.channels = channels, b.type = scalar(type), b.training = false;
+    REQUIRE(bn::cuda::launch_backward(b, 1, nullptr) == nullptr);
+    CHECK(torch::equal(dw, torch::zeros({channels})));
+    CHECK(torch::equal(db, torch::zeros({channels})));
+  }
 }
 
 TEST_CASE("a launch the GPU refuses comes back as its error's text, and leaves no error behind") {
-  poison_shared_memory();
+  watch_shared_memory();
   const auto kernel = +[](int) {};
   // more than 1024 threads in a block
   const char* error = kernels::launch(kernel, dim3(1), dim3(33, 32), 0, nullptr, 0);

@@ -1,14 +1,19 @@
 #pragma once
 // Just enough of the CUDA runtime, in plain C++, to run trainkit's kernels
 // on CPUs (tests/kernels_emulated_test.cpp): each launch runs its blocks one
-// after another on the calling thread, a block's threads as fibers that take
-// turns, switching at __syncthreads, so that every thread reaches a barrier
-// before any passes it. Found before the real header by the include path of
-// the one test source that uses it.
+// after another on the calling thread (last block first), a block's threads
+// as fibers that take turns, switching at __syncthreads, so that every thread
+// reaches a barrier before any passes it. Each turn goes through the threads
+// in the other order than the last (a missing barrier shows one way or the
+// other), and a barrier that some threads skip (they end while others wait)
+// fails the launch, as does shared memory used past the launch's size.
+// Found before the real header by the include path of the one test source
+// that uses it.
 #include <ucontext.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -37,8 +42,10 @@ constexpr size_t kMaxDynamicShared = 48 * 1024;
 constexpr size_t kStackBytes = 64 * 1024;  // the kernels keep a few small arrays
 /// Set by the emulating test to the size of its shared array.
 inline size_t shared_bytes_available = 0;
-/// Called before each block with the launch's dynamic shared size (poisons it).
+/// Called before each block with the launch's dynamic shared size (poisons
+/// it), and after it: false when the block wrote past that size.
 inline void (*before_block)(size_t shared_bytes) = nullptr;
+inline bool (*after_block)(size_t shared_bytes) = nullptr;
 
 struct Fiber {
   ucontext_t context;
@@ -75,7 +82,12 @@ inline float __frcp_rn(float v) {
   return 1.f / v;
 }
 
-enum cudaError_t { cudaSuccess = 0, cudaErrorInvalidConfiguration = 9 };
+enum cudaError_t {
+  cudaSuccess = 0,
+  cudaErrorInvalidConfiguration = 9,
+  cudaErrorIllegalAddress = 700,
+  cudaErrorLaunchFailure = 719
+};
 using cudaStream_t = struct CUstream_emulated*;
 
 inline cudaError_t cuda_emulation_last_error = cudaSuccess;
@@ -85,7 +97,22 @@ inline cudaError_t cudaGetLastError() {
 }
 
 inline const char* cudaGetErrorString(cudaError_t e) {
-  return e == cudaSuccess ? "no error" : "invalid configuration argument";
+  switch (e) {
+    case cudaSuccess:
+      return "no error";
+    case cudaErrorInvalidConfiguration:
+      return "invalid configuration argument";
+    case cudaErrorIllegalAddress:
+      return "an illegal memory access was encountered (emulated: shared memory past the "
+             "launch's size)";
+    default:
+      return "unspecified launch failure (emulated: a __syncthreads some threads skipped)";
+  }
+}
+
+inline cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t) {
+  std::memset(p, value, bytes);
+  return cudaSuccess;
 }
 
 namespace cuda_emulation {
@@ -111,23 +138,29 @@ cudaError_t cudaLaunchKernel(void (*kernel)(P...), dim3 grid, dim3 block, void**
   emu::body = [] { emu::call(launched, launched_args, std::index_sequence_for<P...>{}); };
   std::vector<emu::Fiber> fibers(threads);
   for (auto& f : fibers) f.stack = std::make_unique<char[]>(emu::kStackBytes);
-  for (unsigned bz = 0; bz < grid.z; ++bz)
-    for (unsigned by = 0; by < grid.y; ++by)
-      for (unsigned bx = 0; bx < grid.x; ++bx) {
-        if (emu::before_block) emu::before_block(shared);
-        blockIdx = dim3(bx, by, bz), blockDim = block, gridDim = grid;
-        for (auto& f : fibers) emu::restart(f);
-        // rounds: each live fiber runs to its next __syncthreads or its end
-        for (bool live = true; live;) {
-          live = false;
-          for (unsigned t = 0; t < threads; ++t) {
-            if (fibers[t].done) continue;
-            threadIdx = dim3(t % block.x, t / block.x % block.y, t / (block.x * block.y));
-            emu::running = &fibers[t];
-            swapcontext(&emu::scheduler, &fibers[t].context);
-            live = live || !fibers[t].done;
-          }
-        }
+  const unsigned blocks = grid.x * grid.y * grid.z;
+  for (unsigned b = 0; b < blocks; ++b) {
+    const unsigned id = blocks - 1 - b;  // the last block first
+    blockIdx = dim3(id % grid.x, id / grid.x % grid.y, id / (grid.x * grid.y));
+    blockDim = block, gridDim = grid;
+    if (emu::before_block) emu::before_block(shared);
+    for (auto& f : fibers) emu::restart(f);
+    // rounds: each live fiber runs to its next __syncthreads or its end
+    for (unsigned round = 0;; ++round) {
+      unsigned paused = 0, ended = 0;
+      for (unsigned i = 0; i < threads; ++i) {
+        const unsigned t = (round + b) % 2 ? threads - 1 - i : i;
+        if (fibers[t].done) continue;
+        threadIdx = dim3(t % block.x, t / block.x % block.y, t / (block.x * block.y));
+        emu::running = &fibers[t];
+        swapcontext(&emu::scheduler, &fibers[t].context);
+        ++(fibers[t].done ? ended : paused);
       }
+      if (paused == 0) break;
+      if (ended > 0) return cuda_emulation_last_error = cudaErrorLaunchFailure;
+    }
+    if (emu::after_block && !emu::after_block(shared))
+      return cuda_emulation_last_error = cudaErrorIllegalAddress;
+  }
   return cudaSuccess;
 }

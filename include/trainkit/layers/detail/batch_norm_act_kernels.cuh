@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 #include <type_traits>
 
 #include "trainkit/layers/detail/batch_norm_act_launch.hpp"
@@ -404,6 +405,17 @@ const char* backward_as(const BackwardArgs& a, Shape s, cudaStream_t stream) {
   return launch(elementwise, s.blocks, s.block, 0, stream, a, s.blocks);
 }
 
+// No rows (an empty batch in eval mode): the parameters' gradients are sums
+// over nothing, zero; there is no input to take a gradient of.
+inline const char* zero_parameter_gradients(const BackwardArgs& a, cudaStream_t stream) {
+  for (float* grad : {a.grad_weight, a.grad_bias}) {
+    if (!grad) continue;
+    const cudaError_t e = cudaMemsetAsync(grad, 0, size_t(a.channels) * sizeof(float), stream);
+    if (e != cudaSuccess) return cudaGetErrorString(e);
+  }
+  return nullptr;
+}
+
 // Calls f.template operator()<T, V>(shape) for the arguments' type, width
 // and launch shape (nothing for no rows).
 template <class Args, class F>
@@ -451,6 +463,7 @@ const char* launch_forward(const ForwardArgs& a, int multiprocessors, void* stre
 }
 
 const char* launch_backward(const BackwardArgs& a, int multiprocessors, void* stream) {
+  if (a.rows == 0) return kernels::zero_parameter_gradients(a, cudaStream_t(stream));
   return kernels::dispatch(a, multiprocessors, [&]<class T, int V>(kernels::Shape s) {
     return kernels::backward_as<T, V>(a, s, cudaStream_t(stream));
   });

@@ -32,7 +32,7 @@ struct ForwardArgs {
 /// The gradients of ForwardArgs' y: g = dy (+ dy2) masked where y <= 0
 /// (relu), then grad_bias = sum g, grad_weight = sum g * xhat, grad_residual
 /// = g, and grad_x by batch norm's training-mode formula (eval mode: weight *
-/// invstd * g).
+/// invstd * g). With no rows, grad_weight and grad_bias are zeros.
 struct BackwardArgs {
   const void* grad_y = nullptr;
   const void* grad_y2 = nullptr;  ///< optional: the gradient from y's second consumer
