@@ -487,6 +487,29 @@ TEST_CASE(
 #endif
 }
 
+TEST_CASE("the fused batch norm on CUDA in eval mode on an empty batch: zero parameter gradients") {
+  REQUIRE_CUDA();
+#if TRAINKIT_HAS_CUDA
+  REQUIRE_MESSAGE(TRAINKIT_HAS_FUSED_KERNELS, "test_cuda is built without trainkit::cuda_kernels");
+  // frozen statistics, trainable affine parameters (a detection head with no proposals)
+  auto bn = tk_test::seeded_bn(64, cuda);
+  bn->eval();
+  auto fused = tk_test::fused_copy(bn);
+  fused->eval();
+  const auto x =
+      torch::randn({0, 64, 7, 7}, cuda).to(at::kHalf).contiguous(at::MemoryFormat::ChannelsLast);
+  REQUIRE(trainkit::layers::detail::fused_kernels_apply(x, {}, fused->weight, fused->bias,
+                                                        fused->running_mean, fused->running_var));
+  {  // NaN in the allocator's free blocks: gradients the kernels leave unwritten show
+    const auto poison = torch::full({1 << 20}, NAN, cuda);
+  }
+  const auto got = tk_test::fused_step(fused, x, {}, at::zeros_like(x));
+  torch::cuda::synchronize();
+  CHECK(torch::equal(got.dw, torch::zeros({64}, cuda)));
+  CHECK(torch::equal(got.db, torch::zeros({64}, cuda)));
+#endif
+}
+
 TEST_CASE("the fused batch norm's statistics kernel on CUDA: Welford's moments against float64") {
   REQUIRE_CUDA();
 #if TRAINKIT_HAS_CUDA

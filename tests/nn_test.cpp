@@ -151,6 +151,22 @@ TEST_CASE("batch_norm_relu's gradients match finite differences (double)") {
   }
 }
 
+TEST_CASE(
+    "BatchNormReLU2d in eval mode on an empty batch: zero parameter gradients, as BatchNorm2d") {
+  auto bn = tk_test::seeded_bn(4, torch::kCPU);
+  bn->eval();
+  auto fused = tk_test::fused_copy(bn);
+  fused->eval();
+  const auto x = torch::randn({0, 4, 3, 3});
+  const auto got = tk_test::fused_step(fused, x, {}, torch::zeros_like(x));
+  const auto want = tk_test::unfused_step(bn, x, {}, torch::zeros_like(x));
+  CHECK(got.y.numel() == 0);
+  CHECK(torch::equal(got.dw, torch::zeros({4})));
+  CHECK(torch::equal(got.db, torch::zeros({4})));
+  CHECK(torch::equal(got.dw, want.dw));
+  CHECK(torch::equal(got.db, want.db));
+}
+
 TEST_CASE("BatchNormReLU2d: momentum none is the cumulative average, as BatchNorm2d's") {
   auto bn = tk_test::seeded_bn(3, torch::kCPU);
   bn->options.momentum({});
