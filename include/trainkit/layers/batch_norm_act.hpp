@@ -214,8 +214,8 @@ inline bool fused_kernels_apply([[maybe_unused]] const at::Tensor& x,
 
 /// relu(batch_norm(x) + residual) as one autograd node; backward uses the
 /// saved input, output and statistics (the output is what the next layer
-/// keeps anyway). With `fork`, the output is returned twice (the second an
-/// alias): each consumer's gradient reaches backward apart, which adds them.
+/// keeps anyway). With `fork`, the output is returned as two views: each
+/// consumer's gradient reaches backward apart, which adds them.
 struct BatchNormActFunction : torch::autograd::Function<BatchNormActFunction> {
   // The optional tensors as c10::optional: LibTorch 1.13's Function takes
   // no undefined tensor as an input.
