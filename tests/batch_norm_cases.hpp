@@ -31,15 +31,19 @@ inline torch::nn::BatchNorm2d seeded_bn(int64_t channels, torch::Device device, 
   return bn;
 }
 
+/// `from`'s parameters and buffers copied into `to`'s of the same names.
+inline void copy_state(const torch::nn::Module& from, torch::nn::Module& to) {
+  torch::NoGradGuard no_grad;
+  const auto to_p = to.named_parameters(), to_b = to.named_buffers();
+  for (const auto& p : from.named_parameters()) to_p[p.key()].copy_(p.value());
+  for (const auto& b : from.named_buffers()) to_b[b.key()].copy_(b.value());
+}
+
 /// The fused module holding `bn`'s state (its state-dict names are BatchNorm2d's).
 inline trainkit::layers::BatchNormReLU2d fused_copy(const torch::nn::BatchNorm2d& bn) {
   trainkit::layers::BatchNormReLU2d fused(bn->options);
   fused->to(bn->weight.device(), bn->weight.scalar_type());
-  torch::NoGradGuard no_grad;
-  const auto from = bn->named_parameters(), to = fused->named_parameters();
-  for (const auto& p : from) to[p.key()].copy_(p.value());
-  const auto from_b = bn->named_buffers(), to_b = fused->named_buffers();
-  for (const auto& b : from_b) to_b[b.key()].copy_(b.value());
+  copy_state(*bn, *fused);
   return fused;
 }
 

@@ -202,50 +202,42 @@ TEST_CASE("the fused batch-norm kernels, run on CPUs, against the composite form
         for (const bool fork : {false, true})
           check_kernels({.type = type, .channels = channels, .residual = residual, .fork = fork},
                         ++seed);
-  // no ReLU; one block per row group (the grid not bound); the widest block
-  check_kernels({.type = at::kHalf,
-                 .channels = 64,
-                 .residual = true,
-                 .fork = true,
-                 .relu = false,
-                 .multiprocessors = 64},
-                ++seed);
-  check_kernels(
+  const Case more[] = {
+      // no ReLU; one block per row group (the grid not bound); the widest block
+      {.type = at::kHalf,
+       .channels = 64,
+       .residual = true,
+       .fork = true,
+       .relu = false,
+       .multiprocessors = 64},
       {.type = at::kFloat, .channels = 2048, .residual = false, .fork = true, .multiprocessors = 2},
-      ++seed);
-  // eval mode (no statistics pass; dx = weight * invstd * g), without and with affine parameters
-  for (const bool affine : {true, false}) {
-    check_kernels({.type = at::kHalf,
-                   .channels = 64,
-                   .residual = true,
-                   .fork = true,
-                   .training = false,
-                   .affine = affine},
-                  ++seed);
-    check_kernels({.type = at::kFloat,
-                   .channels = 12,
-                   .residual = false,
-                   .fork = false,
-                   .training = false,
-                   .affine = affine},
-                  ++seed);
-  }
-  check_kernels(
+      // eval mode (no statistics pass; dx = weight * invstd * g), with and without affine
+      {.type = at::kHalf, .channels = 64, .residual = true, .fork = true, .training = false},
+      {.type = at::kFloat, .channels = 12, .residual = false, .fork = false, .training = false},
+      {.type = at::kHalf,
+       .channels = 64,
+       .residual = true,
+       .fork = true,
+       .training = false,
+       .affine = false},
+      {.type = at::kFloat,
+       .channels = 12,
+       .residual = false,
+       .fork = false,
+       .training = false,
+       .affine = false},
       {.type = at::kBFloat16, .channels = 64, .residual = true, .fork = false, .affine = false},
-      ++seed);
-  // 60 blocks: each lane of the per-channel merges takes several partials;
-  // one block; 512 groups of 8 half-precision channels (the most shared memory)
-  check_kernels({.type = at::kHalf,
-                 .channels = 64,
-                 .residual = true,
-                 .fork = true,
-                 .batch = 64,
-                 .multiprocessors = 8},
-                ++seed);
-  check_kernels({.type = at::kFloat, .channels = 12, .residual = false, .fork = true, .batch = 1},
-                ++seed);
-  check_kernels({.type = at::kHalf, .channels = 4096, .residual = true, .fork = true, .batch = 2},
-                ++seed);
+      // 60 blocks: each lane of the per-channel merges takes several partials;
+      // one block; 512 groups of 8 half-precision channels (the most shared memory)
+      {.type = at::kHalf,
+       .channels = 64,
+       .residual = true,
+       .fork = true,
+       .batch = 64,
+       .multiprocessors = 8},
+      {.type = at::kFloat, .channels = 12, .residual = false, .fork = true, .batch = 1},
+      {.type = at::kHalf, .channels = 4096, .residual = true, .fork = true, .batch = 2}};
+  for (const auto& c : more) check_kernels(c, ++seed);
 }
 
 TEST_CASE("the backward kernels on an empty batch (eval mode): zero parameter gradients") {
