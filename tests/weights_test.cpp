@@ -8,7 +8,9 @@
 #include <trainkit/io/weights.hpp>
 #include <trainkit/trainer.hpp>
 
+#include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 
 #include "support.hpp"
@@ -167,6 +169,54 @@ TEST_CASE("rename rules: the first matching prefix is replaced, two names made o
   CHECK(error_of([&] {
           io::load_weights(*enc, two, {.rename = {{"a.", ""}, {"b.", ""}}, .strict = false});
         }) == "trainkit: the weights: two tensors are named \"w\" after LoadOptions::rename");
+}
+
+TEST_CASE("rename rules: a * stands for one name segment, so one rule renames every block") {
+  // Hugging Face GPT-2 names into a model whose blocks are "h.N" with the MLP inlined.
+  struct BlockImpl : nn::Module {
+    BlockImpl() { c_fc = register_module("c_fc", nn::Linear(2, 3)); }
+    nn::Linear c_fc{nullptr};
+  };
+  TORCH_MODULE(Block);
+  struct GptImpl : nn::Module {
+    GptImpl() {
+      h = register_module("h", nn::ModuleList());
+      for (int i = 0; i < 12; ++i) h->push_back(Block());
+    }
+    nn::ModuleList h{nullptr};
+  };
+  auto gpt = std::make_shared<GptImpl>();
+  io::NamedTensors file;
+  for (int i = 0; i < 12; ++i) {
+    file.emplace_back("transformer.h." + std::to_string(i) + ".mlp.c_fc.weight",
+                      at::full({3, 2}, double(i)));
+    file.emplace_back("transformer.h." + std::to_string(i) + ".mlp.c_fc.bias",
+                      at::full({3}, -double(i)));
+  }
+  const auto report = io::load_weights(*gpt, file, {.rename = {{"transformer.h.*.mlp.", "h.*."}}});
+  CHECK(report.complete());
+  CHECK(report.loaded.size() == 24);
+  for (int i = 0; i < 12; ++i) {
+    const auto& block = gpt->h[i]->as<BlockImpl>()->c_fc;
+    CHECK(torch::equal(block->weight, at::full({3, 2}, double(i))));
+    CHECK(torch::equal(block->bias, at::full({3}, -double(i))));
+  }
+  // A name the rule does not reach keeps its name: a strict load says so.
+  file.emplace_back("transformer.wte.weight", at::ones({1}));
+  CHECK(error_of([&] {
+          io::load_weights(*gpt, file, {.rename = {{"transformer.h.*.mlp.", "h.*."}}});
+        }).find("unexpected: \"transformer.wte.weight\"") != std::string::npos);
+  // A * inside a segment, or more of them in the new name, is refused by name.
+  CHECK(error_of([&] {
+          io::load_weights(*gpt, file, {.rename = {{"h.1*.", "x."}}});
+        }) ==
+        "trainkit: LoadOptions::rename rule \"h.1*.\" -> \"x.\": a * stands for a whole name "
+        "segment (\"h.*.mlp\"), not part of one");
+  CHECK(error_of([&] {
+          io::load_weights(*gpt, file, {.rename = {{"h.*.", "*.*."}}});
+        }) ==
+        "trainkit: LoadOptions::rename rule \"h.*.\" -> \"*.*.\": the new name uses more * "
+        "than the old one matches");
 }
 
 TEST_CASE("a trainkit checkpoint's model part, and a run folder's newest, load as weights") {
@@ -328,4 +378,72 @@ TEST_CASE(
   }
   CHECK(loaded + rejected == int(bytes.size()));
   CHECK(rejected > 0);
+}
+
+TEST_CASE("torch.save with pickle_protocol=1 reads as the default protocol does") {
+  const auto ref = tk_test::load_reference("weights.json");
+  for (const auto& v : kVersions) {
+    INFO("PyTorch " << v);
+    expect_exactly(io::read_weights(kFiles / ("protocol1_torch" + v + ".pt")), ref["views"]);
+  }
+}
+
+TEST_CASE("containers without tensors that the pickle shares (settings, betas) are read once") {
+  const auto ref = tk_test::load_reference("weights.json");
+  std::vector<std::string> model_names;
+  for (const auto& [name, d] : ref["pretrained"].items()) model_names.push_back("model." + name);
+  for (const auto& v : kVersions) {
+    INFO("PyTorch " << v);
+    auto names = names_of(io::read_weights(kFiles / ("shared_torch" + v + ".pt")));
+    std::sort(names.begin(), names.end());
+    std::sort(model_names.begin(), model_names.end());
+    CHECK(names == model_names);
+  }
+}
+
+TEST_CASE("hostile torch.save files: a shared dict of tensors or huge names, refused at once") {
+  // make_weights_reference.py's: 1 kB and 3 kB files that reach one tensor by
+  // 2^24 paths (each name 24 kB long in the second), and a 128 kB one of 8000
+  // names 30 kB long. Each was read for seconds into gigabytes before.
+  for (const char* name : {"hostile_shared.pt", "hostile_long_keys.pt"}) {
+    INFO(name);
+    const auto msg = error_of([&] { io::read_weights(kFiles / name); });
+    CHECK(msg.find("not a readable torch.save file: one container of tensors is both \"") !=
+          std::string::npos);
+    CHECK(msg.find("(the pickle shares it); a state dict never shares one") != std::string::npos);
+    CHECK(msg.size() < 60000);  // two names, not millions
+  }
+  const auto file = kFiles / "hostile_long_names.pt";
+  const auto msg = error_of([&] { io::read_weights(file); });
+  const auto pickle_bytes = 128 * 1024;  // about; the budget is 16 per byte plus 1 MiB
+  CHECK(msg.find("not a readable torch.save file: its names total more than ") !=
+        std::string::npos);
+  CHECK(msg.find(" bytes (16 per byte of its pickle, plus 1 MiB)") != std::string::npos);
+  CHECK(std::filesystem::file_size(file) < uint64_t(pickle_bytes * 2));
+  // A strict load_weights refuses before it lists anything.
+  Net net(10);
+  CHECK(error_of([&] { io::load_weights(*net, file); }) == msg);
+}
+
+TEST_CASE("a zip whose record shares another's bytes is refused") {
+  // data/0's directory entry pointed at data.pkl's local header: its 24 bytes
+  // would be read from the pickle's.
+  auto bytes = io::to_torch_save({{"w", torch::arange(6.0f)}});
+  const auto directory_entry = [&](const std::string& suffix) {
+    for (size_t at = bytes.find("PK\x01\x02"); at != std::string::npos;
+         at = bytes.find("PK\x01\x02", at + 4)) {
+      uint16_t length = 0;
+      std::memcpy(&length, bytes.data() + at + 28, 2);
+      const auto name = bytes.substr(at + 46, length);
+      if (name.size() >= suffix.size() && name.ends_with(suffix)) return at;
+    }
+    FAIL("no directory entry ending in " << suffix);
+    return std::string::npos;
+  };
+  REQUIRE_NOTHROW(io::from_torch_save(bytes, "intact"));
+  const auto pickle = directory_entry("/data.pkl"), storage = directory_entry("/data/0");
+  std::memcpy(bytes.data() + storage + 42, bytes.data() + pickle + 42, 4);
+  const auto msg = error_of([&] { io::from_torch_save(bytes, "forged"); });
+  CHECK(msg.find("trainkit: forged: not a readable torch.save file: entry \"") == 0);
+  CHECK(msg.find("\" overlap in the file") != std::string::npos);
 }

@@ -71,10 +71,14 @@ int main(int argc, char** argv) {
                                     {"e", torch::zeros({0}, at::kFloat)}};
   put(dir / "safetensors", 0, io::to_safetensors(tensors, {{"format", "pt"}}));
   put(dir / "safetensors", 1, io::to_safetensors({}, {}));
-  // torch.save: trainkit's writer, and files PyTorch 1.13 and 2.6 wrote.
+  // torch.save: trainkit's writer, and files PyTorch 1.13 and 2.6 wrote:
+  // pickle protocol 1, containers shared through the memo, and the hostile
+  // ones that reach a dict of tensors by millions of paths (refused at once).
   put(dir / "torch_save", 0, io::to_torch_save(tensors));
   int n = 1;
-  for (const auto* name : {"pretrained_torch113.pt", "views_torch26.pt", "wrapped_torch26.pt"})
+  for (const auto* name :
+       {"pretrained_torch113.pt", "views_torch26.pt", "wrapped_torch26.pt", "protocol1_torch113.pt",
+        "shared_torch26.pt", "hostile_shared.pt", "hostile_long_keys.pt", "hostile_long_names.pt"})
     put(dir / "torch_save", n++,
         io::read_file(fs::path(TRAINKIT_REFERENCE_DIR) / "weights" / name));
 

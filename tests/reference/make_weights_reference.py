@@ -8,6 +8,11 @@ version-free files: weights.json (what every file must read as) and
 weights/pretrained.safetensors, written here by the format's specification
 (Debian packages no python3-safetensors).
 
+It also writes the version-free hostile files (weights/hostile_*.pt): small
+torch.save files whose pickle shares containers through its memo, so that a
+walk of every path would name millions of tensors (weights_test.cpp's
+"hostile" case and the torch_save fuzz target's seeds).
+
 Every value is a multiple of 1/64 below 1, exact in every dtype used, so the
 files of both versions hold the same numbers and a reader must give them
 bit for bit.
@@ -124,6 +129,40 @@ def write_refused():
     os.remove(plain)
 
 
+def shared_config(state):
+    """A legitimate file that shares containers without tensors: one dict of
+    settings under two keys, one betas tuple in two parameter groups."""
+    settings = {"betas": (0.9, 0.95), "eps": 1e-8}
+    groups = [{"params": [0, 1], **settings}, {"params": [2], **settings}]
+    return {"model": state, "settings": settings, "again": settings, "groups": groups}
+
+
+def write_hostile():
+    """torch.save files of a few hundred bytes to a few hundred kB whose
+    pickle reaches one dict of tensors by very many paths."""
+    def at(name):
+        return os.path.join(OUT, f"hostile_{name}.pt")
+    # 2^24 paths to one tensor: each level a dict whose two values are the
+    # same dict (memoized: a few bytes a level).
+    level = {"w": torch.ones(1)}
+    for _ in range(24):
+        level = {"a": level, "b": level}
+    torch.save(level, at("shared"))
+    # The same with 1 kB keys: every path's name is 24 kB long.
+    level = {"w": torch.ones(1)}
+    for i in range(24):
+        level = {"k" * 1000 + "a": level, "k" * 1000 + "b": level}
+    torch.save(level, at("long_keys"))
+    # No container shared, but one long key (memoized) 30 levels down to a
+    # dict of 8000 entries that are one tensor: 8000 names of 30 kB each.
+    key = "k" * 1000
+    one = torch.ones(1)
+    level = {str(i): one for i in range(8000)}
+    for _ in range(30):
+        level = {key: level}
+    torch.save(level, at("long_names"))
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     state = pretrained_state()
@@ -133,6 +172,9 @@ def main():
     torch.save(w, os.path.join(OUT, f"wrapped_torch{VERSION}.pt"))
     write_safetensors(os.path.join(OUT, "pretrained.safetensors"), state)
     write_refused()
+    write_hostile()
+    torch.save(views(), os.path.join(OUT, f"protocol1_torch{VERSION}.pt"), pickle_protocol=1)
+    torch.save(shared_config(state), os.path.join(OUT, f"shared_torch{VERSION}.pt"))
     reference = {
         "pretrained": described(state),
         "views": described(views()),

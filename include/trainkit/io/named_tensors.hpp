@@ -4,7 +4,9 @@
 #include <torch/nn/module.h>
 #include <torch/types.h>
 
+#include <algorithm>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -25,7 +27,9 @@ struct LoadOptions {
   /// Renames the file's tensors before they are matched: the first rule whose
   /// `from` begins a name replaces that part with `to`. {"backbone.", ""}
   /// strips a prefix, {"", "encoder."} adds one; names no rule matches keep
-  /// theirs.
+  /// theirs. A `*` in `from` stands for one whole name segment (a block's
+  /// index, say), and the n-th `*` in `to` is what the n-th matched:
+  /// {"transformer.h.*.mlp.", "h.*."} renames every block's MLP at once.
   std::vector<std::pair<std::string, std::string>> rename{};
   /// true (PyTorch's default): every name and shape must match, or nothing
   /// is loaded and the Error lists what did not. false: what matches loads,
@@ -84,14 +88,61 @@ TRAINKIT_INLINE std::string LoadReport::summary() const {
   return text;
 }
 
+namespace detail {
+/// `name` renamed by the rule (from, to) when `from` begins it (see
+/// LoadOptions::rename), else nothing.
+TRAINKIT_INLINE std::optional<std::string> rename_by(const std::string& from, const std::string& to,
+                                                     const std::string& name) {
+  std::vector<std::string> captured;
+  size_t at = 0;  // in name
+  for (size_t i = 0; i < from.size(); ++i) {
+    if (from[i] != '*') {
+      if (at >= name.size() || name[at] != from[i]) return std::nullopt;
+      ++at;
+      continue;
+    }
+    const auto end = std::min(name.find('.', at), name.size());
+    if (end == at) return std::nullopt;  // a segment is never empty
+    captured.push_back(name.substr(at, end - at));
+    at = end;
+  }
+  std::string out;
+  size_t used = 0;
+  for (const char c : to) {
+    if (c == '*') {
+      out += captured[used++];  // check_rename_rule: enough of them
+    } else {
+      out += c;
+    }
+  }
+  return out + name.substr(at);
+}
+
+/// A rule's `*` must be a whole segment, and `to` may not use more of them than `from` has.
+TRAINKIT_INLINE void check_rename_rule(const std::string& from, const std::string& to) {
+  for (size_t i = 0; i < from.size(); ++i) {
+    if (from[i] == '*' &&
+        ((i > 0 && from[i - 1] != '.') || (i + 1 < from.size() && from[i + 1] != '.'))) {
+      throw Error("trainkit: LoadOptions::rename rule \"" + from + "\" -> \"" + to +
+                  "\": a * stands for a whole name segment (\"h.*.mlp\"), not part of one");
+    }
+  }
+  if (std::count(to.begin(), to.end(), '*') > std::count(from.begin(), from.end(), '*')) {
+    throw Error("trainkit: LoadOptions::rename rule \"" + from + "\" -> \"" + to +
+                "\": the new name uses more * than the old one matches");
+  }
+}
+}  // namespace detail
+
 TRAINKIT_INLINE LoadReport load_weights(torch::nn::Module& module, const NamedTensors& tensors,
                                         const LoadOptions& options, const std::string& source) {
+  for (const auto& [from, to] : options.rename) detail::check_rename_rule(from, to);
   std::map<std::string, at::Tensor> file;
   for (const auto& [name, t] : tensors) {
     auto renamed = name;
     for (const auto& [from, to] : options.rename) {
-      if (name.rfind(from, 0) == 0) {
-        renamed = to + name.substr(from.size());
+      if (auto r = detail::rename_by(from, to, name)) {
+        renamed = std::move(*r);
         break;
       }
     }

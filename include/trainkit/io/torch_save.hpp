@@ -21,6 +21,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 
 #include "trainkit/error.hpp"
 #include "trainkit/io/atomic_file.hpp"
@@ -35,42 +36,92 @@ namespace detail {
 // A dict's tensors by dotted name: nested dicts and lists add a level
 // ("model" -> {"fc.weight": t} is "model.fc.weight"); numbers, strings and
 // None are left out (an optimizer's step counts, say). A pickle may share a
-// container (or hold it in itself): the depth and the values visited are
-// bounded, so such a file is an Error, never a stack overflow or an
-// exponential walk.
-struct Flattening {
-  NamedTensors out;
-  std::set<std::string> names;
-  uint64_t visits = 0;
-  std::string context;
-};
-inline void flatten(const PyValue& v, const std::string& name, int depth, Flattening& f) {
-  auto& [out, seen, visits, context] = f;
-  if (depth > 32) throw Error(context + "containers nested more than 32 deep");
-  if (++visits > (uint64_t(1) << 24)) throw Error(context + "more than 2^24 values");
-  const auto key = [&](const PyValue& k) {
+// container through its memo, so a file of a few hundred bytes can reach
+// one dict of tensors by millions of paths: the walk enters each container
+// once, refuses one of tensors reached twice (a state dict never shares
+// one; a shared tuple of betas holds no tensor and is skipped), and bounds
+// the names' bytes by the pickle's size, so time and memory stay in
+// proportion to the file.
+class Flattening {
+ public:
+  Flattening(std::string context, uint64_t pickle_bytes)
+      : context_(std::move(context)),
+        name_budget_(kNameBytesPerPickleByte * pickle_bytes + kNameBytesFree) {}
+
+  NamedTensors run(const PyValue& top) {
+    walk(top, "", 0);
+    return std::move(out_);
+  }
+
+  /// The names may total this much per byte of the pickle, plus kNameBytesFree.
+  static constexpr uint64_t kNameBytesPerPickleByte = 16, kNameBytesFree = uint64_t(1) << 20;
+  static constexpr int kMaxDepth = 32;
+
+ private:
+  [[noreturn]] void fail(const std::string& what) const { throw Error(context_ + what); }
+
+  static bool is_container(const PyValue& v) {
+    return v.kind == PyValue::Kind::Dict || v.kind == PyValue::Kind::List ||
+           v.kind == PyValue::Kind::Tuple;
+  }
+
+  // Whether `v` holds a tensor at any depth (each container looked at once;
+  // one on the current path counts as holding none, which ends a cycle).
+  bool holds_tensor(const PyValue& v, int depth) {
+    if (v.kind == PyValue::Kind::Tensor) return true;
+    if (!is_container(v)) return false;
+    if (depth > kMaxDepth) fail("containers nested more than 32 deep");
+    const auto [it, fresh] = holds_.emplace(&v, false);
+    if (!fresh) return it->second;
+    bool any = false;
+    for (const auto* x : v.items) any = any || holds_tensor(*x, depth + 1);
+    for (const auto& [k, x] : v.dict) any = any || holds_tensor(*x, depth + 1);
+    return holds_[&v] = any;
+  }
+
+  std::string key(const PyValue& k) const {
     if (k.kind == PyValue::Kind::String) return k.text;
     if (k.kind == PyValue::Kind::Int) return std::to_string(k.integer);
-    throw Error(context + "a dict key that is neither a string nor an integer");
-  };
-  const auto child = [&](const std::string& k) { return name.empty() ? k : name + "." + k; };
-  switch (v.kind) {
-    case PyValue::Kind::Tensor:
-      if (!seen.insert(name).second) throw Error(context + "two tensors named \"" + name + "\"");
-      out.emplace_back(name, v.tensor);
-      break;
-    case PyValue::Kind::Dict:
-      for (const auto& [k, x] : v.dict) flatten(*x, child(key(*k)), depth + 1, f);
-      break;
-    case PyValue::Kind::List:
-    case PyValue::Kind::Tuple:
-      for (size_t i = 0; i < v.items.size(); ++i)
-        flatten(*v.items[i], child(std::to_string(i)), depth + 1, f);
-      break;
-    default:
-      break;
+    fail("a dict key that is neither a string nor an integer");
   }
-}
+
+  void walk(const PyValue& v, const std::string& name, int depth) {
+    if (depth > kMaxDepth) fail("containers nested more than 32 deep");
+    if (v.kind == PyValue::Kind::Tensor) {
+      if (!names_.insert(name).second) fail("two tensors named \"" + name + "\"");
+      out_.emplace_back(name, v.tensor);
+      return;
+    }
+    if (!is_container(v)) return;
+    const auto [first, fresh] = entered_.emplace(&v, name);
+    if (!fresh) {
+      if (!holds_tensor(v, depth)) return;  // nothing to name twice
+      fail("one container of tensors is both \"" + first->second + "\" and \"" + name +
+           "\" (the pickle shares it); a state dict never shares one, and such a file can name "
+           "millions of tensors in a few hundred bytes");
+    }
+    const auto child = [&](const std::string& k) {
+      const auto full = name.empty() ? k : name + "." + k;
+      if ((name_bytes_ += full.size()) > name_budget_) {
+        fail("its names total more than " + std::to_string(name_budget_) + " bytes (" +
+             std::to_string(kNameBytesPerPickleByte) +
+             " per byte of its pickle, plus 1 MiB): a state dict's names are a fraction of its "
+             "pickle");
+      }
+      return full;
+    };
+    for (const auto& [k, x] : v.dict) walk(*x, child(key(*k)), depth + 1);
+    for (size_t i = 0; i < v.items.size(); ++i)
+      walk(*v.items[i], child(std::to_string(i)), depth + 1);
+  }
+
+  std::string context_;
+  uint64_t name_budget_, name_bytes_ = 0;
+  NamedTensors out_;
+  std::set<std::string> names_;
+  std::unordered_map<const PyValue*, std::string> entered_;  // each container's first path
+  std::unordered_map<const PyValue*, bool> holds_;
+};
 
 }  // namespace detail
 
@@ -79,6 +130,12 @@ inline void flatten(const PyValue& v, const std::string& name, int depth, Flatte
 /// (which from_torch_save refuses by name).
 inline bool looks_like_torch_save(std::string_view bytes) {
   return bytes.substr(0, 4) == "PK\x03\x04" || bytes.substr(0, 4) == "\x80\x02\x8a\x0a";
+}
+
+/// Whether `bytes` begin as a pickle of protocol 2 to 5 does (PROTO n), as
+/// a file of Python's pickle.dump does, which is not a torch.save archive.
+inline bool looks_like_pickle(std::string_view bytes) {
+  return bytes.size() >= 2 && uint8_t(bytes[0]) == 0x80 && bytes[1] >= 2 && bytes[1] <= 5;
 }
 
 /// The tensors of the object a torch.save file holds (a state dict, or a
@@ -125,12 +182,11 @@ inline NamedTensors from_torch_save(const std::string& bytes, const std::string&
     if (numel > 0) std::memcpy(t.data_ptr(), data->data(), data->size());
     return t;
   };
-  detail::Unpickler unpickler(*zip.stored(prefix + "data.pkl"), load, context);
+  const auto data_pkl = zip.stored(prefix + "data.pkl");
+  detail::Unpickler unpickler(*data_pkl, load, context);
   const auto& top = unpickler.run();
   if (top.kind != detail::PyValue::Kind::Dict) throw Error(context + "it holds no dict of tensors");
-  detail::Flattening flattened{{}, {}, 0, context};
-  detail::flatten(top, "", 0, flattened);
-  return std::move(flattened.out);
+  return detail::Flattening(context, data_pkl->size()).run(top);
 }
 
 inline NamedTensors load_torch_save(const std::filesystem::path& path) {

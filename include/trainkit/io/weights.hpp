@@ -37,6 +37,12 @@ inline NamedTensors read_weights(const std::filesystem::path& path) {
   if (!std::filesystem::exists(path)) throw Error("trainkit: no weights file " + path.string());
   auto bytes = read_file(path);
   if (looks_like_torch_save(bytes)) return from_torch_save(bytes, path.string());
+  if (looks_like_pickle(bytes)) {
+    throw Error("trainkit: " + path.string() +
+                ": a plain Python pickle (pickle.dump, or a torch.save whose file is not a zip "
+                "archive), not a weights file trainkit reads: save it with torch.save (PyTorch "
+                "1.6 or later) or as safetensors");
+  }
   auto st = from_safetensors(bytes, path.string());
   // A checkpoint is a safetensors file; read again as one, its CRC is checked.
   if (st.metadata.count("trainkit.checkpoint"))

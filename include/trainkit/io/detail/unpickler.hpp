@@ -11,7 +11,9 @@
 
 #include <algorithm>
 #include <bit>
+#include <cerrno>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -51,6 +53,56 @@ inline const std::vector<std::pair<std::string, at::ScalarType>>& storage_types(
   return types;
 }
 
+/// The opcodes read, by the names Python's pickletools gives them.
+enum class Op : uint8_t {
+  Mark = '(',
+  Stop = '.',
+  Pop = '0',
+  PopMark = '1',
+  Int = 'I',
+  Long = 'L',
+  BinInt = 'J',
+  BinInt1 = 'K',
+  BinInt2 = 'M',
+  None = 'N',
+  BinPersId = 'Q',
+  Reduce = 'R',
+  BinUnicode = 'X',
+  EmptyList = ']',
+  Append = 'a',
+  Build = 'b',
+  Global = 'c',
+  Dict = 'd',
+  Appends = 'e',
+  BinGet = 'h',
+  LongBinGet = 'j',
+  List = 'l',
+  BinPut = 'q',
+  LongBinPut = 'r',
+  SetItem = 's',
+  Tuple = 't',
+  SetItems = 'u',
+  EmptyDict = '}',
+  EmptyTuple = ')',
+  BinFloat = 'G',
+  BinBytes = 'B',
+  ShortBinBytes = 'C',
+  // protocol 2
+  Proto = 0x80,
+  Tuple1 = 0x85,
+  Tuple2 = 0x86,
+  Tuple3 = 0x87,
+  NewTrue = 0x88,
+  NewFalse = 0x89,
+  Long1 = 0x8a,
+  // protocol 4
+  ShortBinUnicode = 0x8c,
+  BinUnicode8 = 0x8d,
+  StackGlobal = 0x93,
+  Memoize = 0x94,
+  Frame = 0x95,
+};
+
 class Unpickler {
  public:
   /// Returns the storage `key` of `dtype` holding `numel` elements.
@@ -64,160 +116,162 @@ class Unpickler {
   /// Runs the pickle to its STOP; the value lives as long as the unpickler.
   const PyValue& run() {
     while (true) {
-      const auto op = byte();
+      const auto op = Op(byte());
       switch (op) {
-        case 0x80:
+        case Op::Proto:
           byte();
-          break;  // PROTO
-        case 0x95:
+          break;
+        case Op::Frame:  // a length hint
           bytes(8);
-          break;  // FRAME: a length hint
-        case '(':
+          break;
+        case Op::Mark:
           marks_.push_back(stack_.size());
           break;
-        case '}':
+        case Op::EmptyDict:
           push(make(PyValue::Kind::Dict));
           break;
-        case ']':
+        case Op::EmptyList:
           push(make(PyValue::Kind::List));
           break;
-        case ')':
+        case Op::EmptyTuple:
           push(make(PyValue::Kind::Tuple));
           break;
-        case 'N':
+        case Op::None:
           push(make(PyValue::Kind::None));
           break;
-        case 0x88:
+        case Op::NewTrue:
           push(integer(1, PyValue::Kind::Bool));
           break;
-        case 0x89:
+        case Op::NewFalse:
           push(integer(0, PyValue::Kind::Bool));
           break;
-        case 'K':
+        case Op::Int:
+          push(text_int());
+          break;
+        case Op::Long:
+          push(integer(text_integer(line(), "LONG", /*long_suffix=*/true)));
+          break;
+        case Op::BinInt1:
           push(integer(little<uint8_t>()));
           break;
-        case 'M':
+        case Op::BinInt2:
           push(integer(little<uint16_t>()));
           break;
-        case 'J':
+        case Op::BinInt:
           push(integer(little<int32_t>()));
           break;
-        case 0x8a:
+        case Op::Long1:
           push(integer(long1()));
           break;
-        case 'G':
+        case Op::BinFloat:
           push(real());
           break;
-        case 'X':
+        case Op::BinUnicode:
+        case Op::BinBytes:
           push(string(little<uint32_t>()));
           break;
-        case 0x8c:
+        case Op::ShortBinUnicode:
+        case Op::ShortBinBytes:
           push(string(little<uint8_t>()));
           break;
-        case 0x8d:
+        case Op::BinUnicode8:
           push(string(little<uint64_t>()));
           break;
-        case 'C':
-          push(string(little<uint8_t>()));
-          break;  // SHORT_BINBYTES
-        case 'B':
-          push(string(little<uint32_t>()));
-          break;  // BINBYTES
-        case 'c': {
+        case Op::Global: {
           auto module = line();
           push(global(module, line()));
           break;
         }
-        case 0x93: {  // STACK_GLOBAL
+        case Op::StackGlobal: {
           auto *name = pop(), *module = pop();
           if (module->kind != PyValue::Kind::String || name->kind != PyValue::Kind::String)
             fail("STACK_GLOBAL without two strings");
           push(global(module->text, name->text));
           break;
         }
-        case 't':
+        case Op::Tuple:
           push(tuple(pop_mark()));
           break;
-        case 'l':
+        case Op::List:
           push(list(pop_mark()));
           break;
-        case 0x85:
+        case Op::Tuple1:
           push(tuple(pop_n(1)));
           break;
-        case 0x86:
+        case Op::Tuple2:
           push(tuple(pop_n(2)));
           break;
-        case 0x87:
+        case Op::Tuple3:
           push(tuple(pop_n(3)));
           break;
-        case 'd': {
+        case Op::Dict: {
           auto items = pop_mark();
           auto* d = make(PyValue::Kind::Dict);
           set_items(d, items);
           push(d);
           break;
         }
-        case 'a': {
+        case Op::Append: {
           auto* v = pop();
           append(top(), {v});
           break;
         }
-        case 'e': {
+        case Op::Appends: {
           auto items = pop_mark();
           append(top(), items);
           break;
         }
-        case 's': {
+        case Op::SetItem: {
           auto items = pop_n(2);
           set_items(top(), items);
           break;
         }
-        case 'u': {
+        case Op::SetItems: {
           auto items = pop_mark();
           set_items(top(), items);
           break;
         }
-        case 'q':
+        case Op::BinPut:
           memo_[little<uint8_t>()] = top();
           break;
-        case 'r':
+        case Op::LongBinPut:
           memo_[little<uint32_t>()] = top();
           break;
-        case 0x94:
+        case Op::Memoize:
           memo_[memo_.size()] = top();
-          break;  // MEMOIZE
-        case 'h':
+          break;
+        case Op::BinGet:
           push(memo(little<uint8_t>()));
           break;
-        case 'j':
+        case Op::LongBinGet:
           push(memo(little<uint32_t>()));
           break;
-        case '0':
+        case Op::Pop:
           pop();
           break;
-        case '1':
+        case Op::PopMark:
           pop_mark();
           break;
-        case 'Q':
+        case Op::BinPersId:
           push(persistent(pop()));
           break;
-        case 'R': {
+        case Op::Reduce: {
           auto* args = pop();
           auto* callable = pop();
           push(reduce(callable, args));
           break;
         }
-        case 'b': {  // BUILD: an OrderedDict's attributes (its _metadata), not kept
+        case Op::Build: {  // an OrderedDict's attributes (its _metadata), not kept
           pop();
           if (top()->kind != PyValue::Kind::Dict) fail("BUILD on something other than a dict");
           break;
         }
-        case '.':
+        case Op::Stop:
           if (stack_.size() != 1) fail("STOP with " + std::to_string(stack_.size()) + " values");
           return *stack_.back();
         default:
-          fail("pickle opcode 0x" + hex(op) + " at byte " + std::to_string(at_ - 1) +
-               " is not one torch.save writes for a state dict");
+          fail("pickle opcode 0x" + hex(uint8_t(op)) + " at byte " + std::to_string(at_ - 1) +
+               " is not one torch.save writes for a state dict (pickle protocols 1 to 5)");
       }
     }
   }
@@ -253,9 +307,27 @@ class Unpickler {
     if (n > 0 && n < 8 && (uint8_t(b[n - 1]) & 0x80)) v |= ~uint64_t(0) << (8 * n);
     return int64_t(v);
   }
+  // INT and LONG, protocols 0 and 1: a decimal line ("I01" and "I00" are
+  // True and False; LONG ends in 'L').
+  int64_t text_integer(std::string text, const char* op, bool long_suffix) {
+    if (long_suffix && !text.empty() && text.back() == 'L') text.pop_back();
+    const size_t sign = !text.empty() && (text[0] == '-' || text[0] == '+');
+    const bool decimal = text.size() > sign && text.size() - sign <= 19 &&
+                         text.find_first_not_of("0123456789", sign) == std::string::npos;
+    errno = 0;
+    const long long v = decimal ? std::strtoll(text.c_str(), nullptr, 10) : 0;
+    if (!decimal || errno == ERANGE)
+      fail(std::string(op) + " \"" + text.substr(0, 40) + "\" is not an integer of 64 bits");
+    return v;
+  }
+  PyValue* text_int() {
+    const auto text = line();
+    if (text == "01" || text == "00") return integer(text == "01", PyValue::Kind::Bool);
+    return integer(text_integer(text, "INT", false));
+  }
   std::string line() {
     const auto end = in_.find('\n', at_);
-    if (end == std::string_view::npos) fail("GLOBAL without its newline");
+    if (end == std::string_view::npos) fail("a GLOBAL, INT or LONG without its newline");
     std::string out(in_.substr(at_, end - at_));
     at_ = end + 1;
     return out;

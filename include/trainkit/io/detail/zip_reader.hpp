@@ -3,6 +3,7 @@
 // compressed) entries, zip64 where the archive is large. The archive is
 // hostile input: every offset and size is checked against the bytes before
 // it is used, and a problem is an Error naming the file.
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -10,6 +11,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "trainkit/error.hpp"
 
@@ -80,6 +82,14 @@ class ZipReader {
       fail("the central directory lies outside the file");
     uint64_t at = offset;
     for (uint64_t i = 0; i < count; ++i) at = entry(at, offset + size);
+    // Each record (local header and bytes) lies apart from the others and
+    // from the directory: a record that shares another's bytes is forged.
+    spans_.push_back({offset, offset + size, "the central directory"});
+    std::sort(spans_.begin(), spans_.end());
+    for (size_t i = 1; i < spans_.size(); ++i) {
+      if (spans_[i].begin < spans_[i - 1].end)
+        fail(spans_[i - 1].what + " and " + spans_[i].what + " overlap in the file");
+    }
   }
 
   // Reads the directory entry at `at` (which must end by `limit`) and its
@@ -113,14 +123,22 @@ class ZipReader {
         local + 30 + uint64_t(read<uint16_t>(local + 26)) + read<uint16_t>(local + 28);
     if (data > bytes_.size() || compressed > bytes_.size() - data)
       fail("entry \"" + name + "\" runs past the end of the file (truncated?)");
+    spans_.push_back({local, data + compressed, "entry \"" + name + "\""});
     if (!records_.emplace(name, bytes_.substr(data, compressed)).second)
       fail("entry \"" + name + "\" appears twice");
     methods_.emplace(name, method);
     return next;
   }
 
+  struct Span {  // [begin, end) of the file
+    uint64_t begin, end;
+    std::string what;
+    bool operator<(const Span& o) const { return begin < o.begin; }
+  };
+
   std::string_view bytes_;
   std::string context_;
+  std::vector<Span> spans_;
   std::map<std::string, std::string_view> records_;
   std::map<std::string, uint16_t> methods_;
 };
