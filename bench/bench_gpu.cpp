@@ -3,7 +3,7 @@
 // CIFAR-10-shaped synthetic data, batch 2048, AdamW + OneCycle, fp16 and
 // bf16) and two overhead-bound cases (the tiny MLP 32-64-10 at batch 32, a
 // stack of 2 transformer encoder blocks at batch 8), each with eager steps
-// and with the whole step captured (parallel::CudaGraph); ResNet-10 also with
+// and with the whole step captured (capture::CudaGraph); ResNet-10 also with
 // trainkit's fused batch norm + ReLU blocks (examples/resnet.hpp); the GPT
 // of examples/gpt.cpp, trained as that example trains it, at its own size and
 // at nanoGPT's Shakespeare-character size; and the data-serving case, where
@@ -195,20 +195,20 @@ struct Case {
   std::string blocks = "";  ///< "fused": trainkit's fused batch norm + ReLU blocks
 };
 
-template <class Precision, class Model, class Parallel>
+template <class Precision, class Model, class Capture>
 void run(const Case& c, const Args& args) {
-  constexpr bool graph = std::is_same_v<Parallel, parallel::CudaGraph>;
+  constexpr bool graph = Capture::records;
   const torch::Device device(args.device);
   const int64_t warm = 5;  // eager warm-up (3), the probe step, the first replay
   torch::manual_seed(0);
   Model model;
-  using T =
-      Trainer<optim::AdamW, sched::OneCycle, Precision, accumulate::None, clip::None, Parallel>;
+  using T = Trainer<optim::AdamW, sched::OneCycle, Precision, accumulate::None, clip::None,
+                    parallel::Single, Capture>;
   typename T::Options o{.optim = {.lr = 1e-3, .weight_decay = 5e-4, .fused = true},
                         .sched = {.max_lr = 1e-2, .cycle_momentum = false},
                         .device = {.channels_last = c.channels_last}};
   o.parallel.device = device;
-  if constexpr (graph) o.parallel.emulate = !device.is_cuda();
+  if constexpr (graph) o.capture.emulate = !device.is_cuda();
   if (!TRAINKIT_HAS_FUSED_OPTIMIZERS) o.optim.fused.reset();
   T trainer(model, o);
   // A few distinct synthetic batches on the device, cycled: the loader is not measured.
@@ -251,8 +251,8 @@ void run(const Case& c, const Args& args) {
 template <class Model>
 void run_modes(const Case& c, const Args& args) {
   const auto both = [&]<class Precision>(std::type_identity<Precision>) {
-    run<Precision, Model, parallel::Single>(c, args);
-    run<Precision, Model, parallel::CudaGraph>(c, args);
+    run<Precision, Model, capture::None>(c, args);
+    run<Precision, Model, capture::CudaGraph>(c, args);
   };
   if (c.precision == "fp16")
     both(std::type_identity<precision::Fp16>{});

@@ -1,6 +1,6 @@
 #pragma once
 // The captured-step checks shared by the CPU tests (graph_test.cpp, where
-// parallel::CudaGraph's `emulate` replays the recorded body by running it
+// capture::CudaGraph's `emulate` replays the recorded body by running it
 // again) and the CUDA ones (cuda_test.cpp, real CUDA graphs): a recorded
 // step equals the eager one, an fp16 step that meets inf skips the update,
 // and a recorded run resumes from a checkpoint like an unbroken one.
@@ -38,7 +38,7 @@ using SettingTrainer =
     trainkit::Trainer<trainkit::optim::AdamW, trainkit::sched::OneCycle, trainkit::precision::Fp32,
                       trainkit::accumulate::Every<2>, trainkit::clip::Norm, Parallel, Capture>;
 using EagerTrainer = SettingTrainer<trainkit::parallel::Single>;
-using GraphTrainer = SettingTrainer<trainkit::parallel::CudaGraph>;
+using GraphTrainer = SettingTrainer<trainkit::parallel::Single, trainkit::capture::CudaGraph>;
 
 /// The setting's options on `device` (a CPU emulates the graph), with a
 /// parameter group of its own weight decay and rate (each group's rate on
@@ -55,7 +55,7 @@ typename T::Options setting_options(torch::Device device = torch::kCPU) {
       .param_groups = {
           {"biases", trainkit::params::below_2d(), {.weight_decay = 0.0, .max_lr = 1e-2}}}};
   o.parallel.device = device;
-  if constexpr (std::is_same_v<T, GraphTrainer>) o.parallel.emulate = device.is_cpu();
+  if constexpr (std::is_same_v<T, GraphTrainer>) o.capture.emulate = device.is_cpu();
   return o;
 }
 
@@ -89,7 +89,7 @@ inline void check_graph_equals_eager(torch::Device device) {
 inline void check_graph_inf_skip(torch::Device device) {
   using namespace trainkit;
   using Eager = Trainer<optim::AdamW, sched::Constant, precision::Fp16>;
-  using Graph = TrainerWith<precision::Fp16, parallel::CudaGraph>;
+  using Graph = TrainerWith<precision::Fp16, capture::CudaGraph>;
   auto data = graph_batches(12);
   data[8].input[0][0] = INFINITY;  // a replayed step: after 3 eager ones and the probe
   const auto options = [&]<class T>(std::type_identity<T>) {
@@ -97,7 +97,7 @@ inline void check_graph_inf_skip(torch::Device device) {
         .optim = {.lr = 1e-2, .fused = true},
         .precision = {.autocast = device.is_cuda(), .scaler = {.init_scale = 1024}}};
     o.parallel.device = device;
-    if constexpr (std::is_same_v<T, Graph>) o.parallel.emulate = device.is_cpu();
+    if constexpr (std::is_same_v<T, Graph>) o.capture.emulate = device.is_cpu();
     return o;
   };
   Eager eager(seeded_mlp(), options(std::type_identity<Eager>{}));

@@ -1,4 +1,4 @@
-// The device options and the captured step (parallel::CudaGraph) on CPUs: the
+// The device options and the captured step (capture::CudaGraph) on CPUs: the
 // emulated replay runs the recorded step body from its static buffers, with
 // the device-side learning rate, step count and inf skip a CUDA graph uses,
 // so its data flow is checked here; tests/cuda_test.cpp captures real graphs.
@@ -124,7 +124,7 @@ TEST_CASE("cuda_graph: what cannot be captured stays eager and says why") {
   }
   SUBCASE("a CPU device without emulation") {
     auto o = setting_options();
-    o.parallel.emulate = false;
+    o.capture.emulate = false;
     GraphTrainer t(tk_test::seeded_mlp(), o);
     t.fit(task::Classification{}, graph_batches(8));
     CHECK(t.graph_fallback_reason() == "the device is cpu, not CUDA");
@@ -144,12 +144,12 @@ TEST_CASE("cuda_graph: what cannot be captured stays eager and says why") {
     static_assert(!TrainerWith<parallel::DDP>::capturable_with<>());
   }
   SUBCASE("a bad warm-up count") {
-    CHECK_THROWS_WITH_AS(parallel::CudaGraph({.warmup_steps = 0}),
-                         doctest::Contains("parallel.warmup_steps"), Error);
+    CHECK_THROWS_WITH_AS(capture::CudaGraph({.warmup_steps = 0}),
+                         doctest::Contains("capture.warmup_steps"), Error);
   }
 }
 
-TEST_CASE("parallel::CudaGraph warms up per window shape, and waits for SGD's momentum buffers") {
+TEST_CASE("capture::CudaGraph warms up per window shape, and waits for SGD's momentum buffers") {
   if (!TRAINKIT_HAS_FUSED_OPTIMIZERS) return;
   SUBCASE("shapes") {
     auto data = graph_batches(4);  // 2 windows of 16 samples, then 8 windows of 8
@@ -165,13 +165,13 @@ TEST_CASE("parallel::CudaGraph warms up per window shape, and waits for SGD's mo
   }
   SUBCASE("SGD's first momentum step is not recorded") {
     using Eager = Trainer<optim::SGD, sched::Constant, precision::Fp16>;
-    using Graph = TrainerWith<optim::SGD, precision::Fp16, parallel::CudaGraph>;
+    using Graph = TrainerWith<optim::SGD, precision::Fp16, capture::CudaGraph>;
     auto data = graph_batches(12);
     for (int i = 0; i < 5; ++i) data[i].input[0][0] = INFINITY;  // 5 skipped steps: no buffers
     const auto options = []<class T>(std::type_identity<T>) {
       typename T::Options o{.optim = {.lr = 0.05, .momentum = 0.9, .fused = true},
                             .precision = {.autocast = false}};
-      if constexpr (std::is_same_v<T, Graph>) o.parallel.emulate = true;
+      if constexpr (std::is_same_v<T, Graph>) o.capture.emulate = true;
       return o;
     };
     Eager eager(tk_test::seeded_mlp(), options(std::type_identity<Eager>{}));
@@ -183,7 +183,7 @@ TEST_CASE("parallel::CudaGraph warms up per window shape, and waits for SGD's mo
   }
 }
 
-TEST_CASE("parallel::CudaGraph refuses a momentum changed after the step was recorded") {
+TEST_CASE("capture::CudaGraph refuses a momentum changed after the step was recorded") {
   if (!TRAINKIT_HAS_FUSED_OPTIMIZERS) return;
   GraphTrainer t(tk_test::seeded_mlp(), setting_options());
   struct Meddler {

@@ -367,7 +367,9 @@ TEST_CASE("RunReport: well-formed, one SVG per chart, one point per logged step"
   // The range test's chart: its suggestion marked where the curve has it.
   const auto& lr = run.lr_find;
   REQUIRE(lr.suggestion.has_value());
-  const auto mark = find_all(*charts.at("lr_find"), "line");
+  std::vector<const Element*> mark;  // the chart's other lines are its grid
+  for (const auto* line : find_all(*charts.at("lr_find"), "line"))
+    if (line->attributes.count("data-mark")) mark.push_back(line);
   REQUIRE(mark.size() == 1);
   CHECK(mark[0]->attributes.at("data-mark") == "suggestion");
   std::istringstream points(
@@ -383,6 +385,46 @@ TEST_CASE("RunReport: well-formed, one SVG per chart, one point per logged step"
   find_all(root, "table", tables);
   CHECK(tables.size() == 2);  // final figures, configuration
   CHECK(io::read_file(run.report).find("Trainer&lt;trainkit::optim::SGD") != std::string::npos);
+}
+
+TEST_CASE("RunReport: the loss on a log scale, and each axis with round-valued ticks") {
+  const auto& run = run_once();
+  const auto root = parse_report(run.report);
+  std::map<std::string, const Element*> charts;
+  for (const auto* s : find_all(root, "svg")) charts[s->attributes.at("data-chart")] = s;
+  // (value, position) of each tick label of class `kind`; the label sits 4 px
+  // below its y tick's line, and centred on its x tick
+  const auto ticks = [](const Element& svg, const std::string& kind) {
+    std::vector<std::pair<double, double>> out;
+    for (const auto* t : find_all(svg, "text")) {
+      if (!t->attributes.count("class") || t->attributes.at("class") != kind) continue;
+      const double at = std::stod(t->attributes.at(kind == "tick-y" ? "y" : "x"));
+      out.emplace_back(std::stod(t->text), kind == "tick-y" ? at - 4 : at);
+    }
+    return out;
+  };
+  // Positions follow `scale` of the values, equally spaced ticks equally far apart.
+  const auto check_axis = [](const std::vector<std::pair<double, double>>& t, bool log) {
+    REQUIRE(t.size() >= 3);
+    const auto f = [&](double v) { return log ? std::log10(v) : v; };
+    const double per_unit = (t[1].second - t[0].second) / (f(t[1].first) - f(t[0].first));
+    for (const auto& [value, at] : t)
+      CHECK(std::abs(at - t[0].second - per_unit * (f(value) - f(t[0].first))) < 1.0);
+  };
+  const auto& loss = *charts.at("loss");
+  CHECK(loss.attributes.at("data-y-scale") == "log");
+  check_axis(ticks(loss, "tick-y"), true);
+  const auto steps = ticks(loss, "tick-x");
+  check_axis(steps, false);
+  for (const auto& [value, at] : steps) CHECK(value == std::round(value));  // whole steps
+  CHECK(steps.front().first <= double(run.steps) / 4 + 1);  // the ticks span the steps
+  CHECK(steps.back().first >= double(run.steps) * 0.6);
+  // A step scalar keeps a linear axis, with ticks as well.
+  const auto& grad_norm = *charts.at("grad_norm");
+  CHECK(grad_norm.attributes.at("data-y-scale") == "linear");
+  check_axis(ticks(grad_norm, "tick-y"), false);
+  // The range test's learning rates: a log x axis, ticks at round rates.
+  check_axis(ticks(*charts.at("lr_find"), "tick-x"), true);
 }
 
 TEST_CASE("RunReport: a resumed run's report covers the whole run") {

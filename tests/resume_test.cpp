@@ -158,7 +158,7 @@ TEST_CASE("bad checkpoints are rejected whole, naming the file and the problem")
         .write(content.data(), std::streamsize(content.size()));
     return dir / name;
   };
-  expect_rejected(dir / "missing.ckpt", "cannot open checkpoint");
+  expect_rejected(dir / "missing.ckpt", "no such file or folder; fit.resume_if_present");
   for (size_t cut : {size_t(0), size_t(5), size_t(100), bytes.size() / 2, bytes.size() - 1}) {
     expect_rejected(write("cut.ckpt", bytes.substr(0, cut)), "");
   }
@@ -276,10 +276,13 @@ TEST_CASE("one command for the first run and every restart: the newest checkpoin
   auto reference = make_trainer();
   auto l0 = make_loader();
   reference->fit(task::Classification{}, *l0, {.epochs = 2});
+  struct Began {
+    int64_t step = -1, epoch = -1, batch = -1;
+  };
   struct SignalAt {
     int64_t step;
-    int64_t* began_at;
-    void on_fit_begin(TrainState& s) { *began_at = s.step; }
+    Began* began_at;
+    void on_fit_begin(TrainState& s) { *began_at = {s.step, s.epoch, s.batch}; }
     void on_step_end(TrainState& s) {
       if (s.step == step) std::raise(SIGTERM);
     }
@@ -288,7 +291,7 @@ TEST_CASE("one command for the first run and every restart: the newest checkpoin
                            .resume_from = dir,
                            .resume_if_present = true,
                            .checkpoint_on_signal = dir / "interrupted.ckpt"};
-  auto run = [&](int64_t signal_at, int64_t& began_at) {
+  auto run = [&](int64_t signal_at, Began& began_at) {
     auto trainer = make_trainer();
     auto loader = make_loader();
     callbacks::ModelCheckpoint every_2({.dir = dir, .save_every = 2});
@@ -296,16 +299,22 @@ TEST_CASE("one command for the first run and every restart: the newest checkpoin
                           SignalAt{signal_at, &began_at});
     return std::make_pair(std::move(trainer), r);
   };
-  int64_t began = -1;
+  Began began;
   const auto [first, r1] = run(7, began);  // a first run: nothing to resume
-  CHECK(began == 0);
+  CHECK(began.step == 0);
+  CHECK(began.epoch == 0);
+  CHECK(began.batch == 0);
   CHECK(r1.interrupted);
   CHECK(r1.steps == 7);
   // the epoch so far's loss, and the last complete epoch's metrics
   CHECK(r1.metrics.count("train_loss") == 1);
   CHECK(std::filesystem::read_symlink(dir / "last.ckpt") == "step-000000006.ckpt");
   const auto [second, r2] = run(-1, began);  // interrupted.ckpt (step 7) is newer than last.ckpt
-  CHECK(began == 7);
+  // on_fit_begin sees where the fit resumes: step 7 is epoch 1's third
+  // window (5 windows an epoch), after its micro-batches 0-5
+  CHECK(began.step == 7);
+  CHECK(began.epoch == 1);
+  CHECK(began.batch == 6);
   CHECK(r2.steps == 10);
   expect_bitwise_equal(second->model(), reference->model());
   // the same folder without resume_if_present, empty: an error that names the fix
@@ -318,6 +327,13 @@ TEST_CASE("one command for the first run and every restart: the newest checkpoin
                                "fit.resume_if_present = true starts fresh";
   CHECK_THROWS_WITH_AS(t->fit(task::Classification{}, *l, {.resume_from = dir}),
                        doctest::Contains(expected.c_str()), Error);
+  // no folder at all (as before a first run): the same advice, not "cannot open"
+  std::filesystem::remove_all(dir);
+  const std::string missing = "trainkit: fit.resume_from = \"" + dir.string() +
+                              "\": no such file or folder; fit.resume_if_present = true starts "
+                              "fresh when there is no checkpoint yet";
+  CHECK_THROWS_WITH_AS(t->fit(task::Classification{}, *l, {.resume_from = dir}), missing.c_str(),
+                       Error);
   std::filesystem::remove_all(dir.parent_path());
 }
 
@@ -335,10 +351,57 @@ TEST_CASE("seed_everything and the deterministic switch") {
   CHECK(at::globalContext().benchmarkCuDNN());
 }
 
-TEST_CASE("a checkpoint written by an earlier trainkit (efa98fe) still resumes") {
-  // tests/compat/write_checkpoint.cpp wrote it at step 4, mid-way through epoch 1.
+namespace {
+// tests/compat/write_checkpoint.cpp, built at trainkit 0.1.0's release
+// commit, wrote it at step 4, mid-way through epoch 1.
+const std::filesystem::path kCheckpoint010 = TRAINKIT_COMPAT_DIR "/checkpoint-0.1.0.ckpt";
+
+/// The compatibility run resumed from `file`, checked against `saved`.
+void check_compat_resume(const std::filesystem::path& file, const io::Checkpoint& saved);
+}  // namespace
+
+TEST_CASE("a checkpoint written by trainkit 0.1.0 still resumes") {
+  check_compat_resume(kCheckpoint010, io::read_checkpoint(kCheckpoint010));
+}
+
+TEST_CASE("a 0.1.0 checkpoint of parallel::CudaGraph resumes under parallel::Single") {
+  // 0.1.0 named the policy in the signature; 0.2 spells it capture::CudaGraph.
+  auto ckpt = io::read_checkpoint(kCheckpoint010);
+  auto& signature = ckpt.parts.at("trainer").values.at("signature");
+  const auto single = signature.as_string();
+  REQUIRE(single.ends_with("trainkit::parallel::Single>"));
+  signature = single.substr(0, single.size() - 7) + "CudaGraph>";
+  const auto dir = tk_test::temp_dir("trainkit_compat_graph");
+  io::write_checkpoint(dir / "graph.ckpt", ckpt);
+  check_compat_resume(dir / "graph.ckpt", ckpt);
+  // Another Parallel policy's name is still refused, naming both.
+  signature = single.substr(0, single.size() - 7) + "DDP>";
+  io::write_checkpoint(dir / "ddp.ckpt", ckpt);
+  auto trainer = tk_compat::trainer();
+  auto data = tk_compat::loader();
+  CHECK_THROWS_WITH_AS(
+      trainer.fit(task::Classification{}, data, {.epochs = 1, .resume_from = dir / "ddp.ckpt"}),
+      doctest::Contains("trainkit::parallel::DDP>, not by this Trainer<"), Error);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("a checkpoint of a development build before 0.1.0 is refused, naming its policies") {
+  // efa98fe's checkpoint names its policies as GCC spells their types.
   const std::filesystem::path file = TRAINKIT_COMPAT_DIR "/checkpoint-efa98fe.ckpt";
-  const auto saved = io::read_checkpoint(file);
+  auto trainer = tk_compat::trainer();
+  auto data = tk_compat::loader();
+  CHECK_THROWS_WITH_AS(
+      trainer.fit(task::Classification{}, data, {.epochs = 1, .resume_from = file}),
+      doctest::Contains("was written by Trainer<trainkit::optim::AdamW, "
+                        "trainkit::sched::WarmupCosine, trainkit::precision::Fp16, "
+                        "trainkit::accumulate::Every<2l>, trainkit::clip::Norm, "
+                        "trainkit::parallel::Single>, not by this Trainer<"),
+      Error);
+}
+
+namespace {
+void check_compat_resume(const std::filesystem::path& file, const io::Checkpoint& saved_ckpt) {
+  const auto* saved = &saved_ckpt;
   auto trainer = tk_compat::trainer();
   auto data = tk_compat::loader();
   struct Check {
@@ -365,7 +428,7 @@ TEST_CASE("a checkpoint written by an earlier trainkit (efa98fe) still resumes")
     }
   };
   auto stopping = tk_compat::early_stopping();
-  Check check{&saved, &trainer, &stopping};
+  Check check{saved, &trainer, &stopping};
   const auto result =
       trainer.fit(task::Classification{}, data, {.epochs = tk_compat::kEpochs, .resume_from = file},
                   std::ref(stopping), std::ref(check));
@@ -373,6 +436,7 @@ TEST_CASE("a checkpoint written by an earlier trainkit (efa98fe) still resumes")
   CHECK(result.steps == 3 * tk_compat::kEpochs);
   CHECK(result.epochs == tk_compat::kEpochs);
 }
+}  // namespace
 
 namespace renamed {
 // The same clip policy before and after a move to another namespace: its

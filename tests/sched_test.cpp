@@ -4,6 +4,7 @@
 #include <trainkit/concepts.hpp>
 #include <trainkit/sched.hpp>
 
+#include <cmath>
 #include <limits>
 #include <map>
 #include <string>
@@ -63,6 +64,37 @@ TEST_CASE("schedules match torch.optim.lr_scheduler") {
                                  .max_momentum = 0.9}),
                 0.1, true);
   check_against("one_cycle_adam", sched::OneCycle({.max_lr = 1e-2}), 1e-3, true);
+}
+
+TEST_CASE("WarmupCosine past total_steps holds eta_min as nanoGPT does, or with periodic rises again") {
+  // nanoGPT's train.py get_lr(it), its warm-up being start_factor = 1 / (warmup + 1)
+  const double lr = 6e-4, min_lr = 6e-5;
+  const int64_t warmup = 20, decay_iters = 200;
+  const auto get_lr = [&](int64_t it) {
+    if (it < warmup) return lr * double(it + 1) / double(warmup + 1);
+    if (it > decay_iters) return min_lr;
+    const double ratio = double(it - warmup) / double(decay_iters - warmup);
+    return min_lr + 0.5 * (1.0 + std::cos(M_PI * ratio)) * (lr - min_lr);
+  };
+  sched::WarmupCosine held({.warmup_steps = warmup,
+                            .start_factor = 1.0 / double(warmup + 1),
+                            .total_steps = decay_iters,
+                            .eta_min = min_lr});
+  sched::WarmupCosine periodic({.warmup_steps = warmup,
+                                .start_factor = 1.0 / double(warmup + 1),
+                                .total_steps = decay_iters,
+                                .eta_min = min_lr,
+                                .periodic = true});
+  held.start({lr, 1000});
+  periodic.start({lr, 1000});
+  for (int64_t it = 0; it < 400; ++it) {
+    CAPTURE(it);
+    CHECK(held.lr_at(it) == doctest::Approx(get_lr(it)).epsilon(1e-12));
+    if (it <= decay_iters) CHECK(periodic.lr_at(it) == held.lr_at(it));
+  }
+  // CosineAnnealingLR's closed form goes on past T_max: back up towards the base rate
+  CHECK(periodic.lr_at(decay_iters + 90) > min_lr + 0.4 * (lr - min_lr));
+  CHECK(periodic.lr_at(2 * decay_iters - warmup) == doctest::Approx(lr));
 }
 
 TEST_CASE("a schedule that needs a length says so when none can be inferred") {

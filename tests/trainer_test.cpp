@@ -81,6 +81,44 @@ TEST_CASE("Every<4> at batch 16 equals batch 64 without accumulation, partial wi
   CHECK(tk_test::max_param_rel_error(*big, *tk_test::seeded_mlp()) > 1e-3);  // it did train
 }
 
+TEST_CASE("loss() and the logged loss are the accumulation window's mean, partial window too") {
+  // 10 micro-batches an epoch under Every<3>: windows of 3, 3, 3 and 1.
+  struct Recording {  // each micro-batch's loss, as the task computed it
+    std::vector<double>* losses;
+    StepOutput step(ModelRef& model, const data::Batch& batch) {
+      auto out = task::Classification{}.step(model, batch);
+      losses->push_back(out.loss.item<double>());
+      return out;
+    }
+  };
+  struct Probe {
+    std::vector<double>* reported;
+    std::vector<double>* logged;
+    void on_step_end(TrainState& s) {
+      reported->push_back(s.loss());
+      for (const auto& [name, value] : s.logged_values())
+        if (name == "loss") logged->push_back(value);
+    }
+  };
+  std::vector<double> losses, reported, logged;
+  Trainer<optim::SGD, sched::Constant, precision::Fp32, accumulate::Every<3>> trainer(
+      tk_test::seeded_mlp(), {.optim = {.lr = 0.1}});
+  data::TensorBatches batches(regression_data(100), {.batch_size = 10});
+  trainer.fit(Recording{&losses}, batches, {.epochs = 1, .log_every = 1},
+              Probe{&reported, &logged});
+  REQUIRE(losses.size() == 10);
+  const std::vector<double> means = {(losses[0] + losses[1] + losses[2]) / 3,
+                                     (losses[3] + losses[4] + losses[5]) / 3,
+                                     (losses[6] + losses[7] + losses[8]) / 3, losses[9]};
+  REQUIRE(reported.size() == 4);
+  REQUIRE(logged.size() == 4);
+  for (size_t i = 0; i < means.size(); ++i) {
+    CHECK(reported[i] == doctest::Approx(means[i]).epsilon(1e-6));
+    CHECK(logged[i] == doctest::Approx(means[i]).epsilon(1e-6));
+  }
+  CHECK(reported[0] != doctest::Approx(losses[2]).epsilon(1e-9));  // not the last micro-batch's
+}
+
 TEST_CASE("the schedule advances once per optimizer step, not per micro-batch") {
   const auto ds = regression_data(100);
   Trainer<optim::SGD, CountingSchedule, precision::Fp32, accumulate::Every<3>> trainer(

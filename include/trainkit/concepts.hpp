@@ -85,7 +85,7 @@ template <class O>
 concept HasSetMomentum = requires(O& o, double m) {
   o.set_momentum(m);
 };
-/// Optional: a step a CUDA graph can capture (parallel::CudaGraph):
+/// Optional: a step a CUDA graph can capture (capture::CudaGraph):
 /// after make_capturable() the step reads no host value, and
 /// step_unless_inf(found_inf) changes nothing where the device flag is set.
 /// capturable() says whether this instance can (optim::AdamW: when fused).
@@ -303,8 +303,8 @@ template <class C>
 concept CapturePolicy =
     detail::HasDefaultOptions<C> && detail::CaptureConstructible<C> && detail::HasRecordsFlag<C>;
 
-/// The capture settings of capture::CudaGraph (and of parallel::CudaGraph,
-/// the older spelling): the Trainer compiles the capture code only then.
+/// The capture settings of capture::CudaGraph: the Trainer compiles the
+/// capture code only then.
 template <class P>
 concept HasGraphCapture = requires(const P& p) {
   { p.graph_options().warmup_steps } -> std::convertible_to<int64_t>;

@@ -1,8 +1,6 @@
 #pragma once
-// Parallel policies: device placement and gradient synchronisation
-// (parallel::CudaGraph: one device, each step one CUDA graph).
+// Parallel policies: device placement and gradient synchronisation.
 // parallel::DDP and parallel::ZeroSharded are included on their own
 // (trainkit/parallel/ddp.hpp, zero_sharded.hpp): LibTorch's c10d headers
 // add about 1 s to every file that includes them (docs/decisions.md).
-#include "trainkit/parallel/cuda_graph.hpp"
 #include "trainkit/parallel/single.hpp"

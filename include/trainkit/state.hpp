@@ -50,8 +50,14 @@ class TrainState {
 
   torch::nn::Module& model() { return *model_; }
 
-  /// Loss of the last micro-batch (reads the device).
-  double loss() const { return loss_tensor_.defined() ? loss_tensor_.item<double>() : 0.0; }
+  /// The mean loss of the last optimizer step's micro-batches (its
+  /// accumulation window; inside a window, of those so far): the loss users
+  /// compare with a loop that logs `loss * n` summed over the window. Reads
+  /// the device.
+  double loss() const {
+    const auto t = loss_tensor();
+    return t.defined() ? t.item<double>() : 0.0;
+  }
   /// Total gradient norm before clipping, when the clip policy reports it.
   std::optional<double> grad_norm() const {
     if (!grad_norm_tensor_.defined()) return std::nullopt;
@@ -75,7 +81,8 @@ class TrainState {
     if (logged_step_ != step) {
       std::vector<const char*> names;
       std::vector<at::Tensor> values;
-      for (const auto& [name, t] : {std::pair<const char*, const at::Tensor&>{"loss", loss_tensor_},
+      const auto loss = loss_tensor();
+      for (const auto& [name, t] : {std::pair<const char*, const at::Tensor&>{"loss", loss},
                                     {"grad_norm", grad_norm_tensor_},
                                     {"loss_scale", loss_scale_tensor_}}) {
         if (!t.defined()) continue;
@@ -134,7 +141,21 @@ class TrainState {
 
   // Set by the trainer: the device values behind loss(), grad_norm() and
   // loss_scale(), whether this is the main process, the checkpoint writer.
-  at::Tensor loss_tensor_, grad_norm_tensor_, loss_scale_tensor_;
+  // The losses are the open (or last closed) window's micro-batches'.
+  std::vector<at::Tensor> window_losses_;
+  bool window_closed_ = false;
+  at::Tensor grad_norm_tensor_, loss_scale_tensor_;
+  void add_window_loss(const at::Tensor& loss) {
+    if (std::exchange(window_closed_, false)) window_losses_.clear();
+    window_losses_.push_back(loss);
+  }
+  void close_window() { window_closed_ = true; }
+  at::Tensor loss_tensor() const {
+    if (window_losses_.size() <= 1)
+      return window_losses_.empty() ? at::Tensor() : window_losses_[0];
+    torch::NoGradGuard no_grad;  // a CPU loss may hold its graph (decision 88)
+    return at::stack(window_losses_).to(at::kDouble).mean();
+  }
   bool main_process_ = true;
   std::function<void(const std::filesystem::path&)> checkpoint_writer_;
 

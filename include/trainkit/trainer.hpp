@@ -31,7 +31,6 @@
 #include "trainkit/data/shard.hpp"
 #include "trainkit/device_options.hpp"
 #include "trainkit/error.hpp"
-#include "trainkit/parallel/cuda_graph.hpp"
 #include "trainkit/policy_roles.hpp"
 #include "trainkit/trainer/detail/allocator.hpp"
 #include "trainkit/trainer/detail/callback_set.hpp"
@@ -57,12 +56,8 @@ template <class Optimizer = detail::default_policy_t<0>,
 class Trainer {
   using Policies = std::tuple<Optimizer, Scheduler, Precision, Accumulate, Clip, Parallel, Capture>;
   static_assert(detail::check_policies<Policies>());  // each role's, with a sentence on failure
-  static_assert(!(Capture::records && HasGraphCapture<Parallel>),
-                "parallel::CudaGraph already captures steps: use parallel::Single with "
-                "capture::CudaGraph");
-  /// Whether steps are captured: capture::CudaGraph, or parallel::CudaGraph
-  /// (the older spelling, one device).
-  static constexpr bool kGraphs = Capture::records || HasGraphCapture<Parallel>;
+  /// Whether steps are captured (capture::CudaGraph).
+  static constexpr bool kGraphs = Capture::records;
   static constexpr int64_t kFixedSteps = detail::fixed_steps<Accumulate>();
 
  public:
@@ -91,6 +86,15 @@ class Trainer {
                            "a model with at least one parameter that requires grad");
     parallel_.check_same("trainer (policies and accumulation steps)",
                          signature() + "/" + std::to_string(accumulate_.steps()));
+  }
+
+  /// Gives `data` this rank's share of each epoch now, as fit does when it
+  /// starts (taking it again there changes nothing): under several ranks, a
+  /// loader's size() is the whole epoch's until then. `data_is_per_rank` as
+  /// FitOptions' (then nothing is taken).
+  template <class Data>
+  void shard(Data& data, bool data_is_per_rank = false) {
+    data::take_shard(data, parallel_.rank(), parallel_.world_size(), data_is_per_rank);
   }
 
   /// Trains for `options.epochs` over `train_data` (TrainingData: a range of
@@ -144,6 +148,8 @@ class Trainer {
       apply_schedule(state);
     }
     const auto [first_epoch, first_batch] = resume_at_;
+    state.epoch = first_epoch;  // on_fit_begin sees where a resumed fit goes on
+    state.batch = first_batch;
     FitResult result;
     std::optional<detail::SignalCatcher> signals;
     if (!options.checkpoint_on_signal.empty()) signals.emplace();
@@ -288,7 +294,6 @@ class Trainer {
   friend Checkpoint;
   /// Which policies wrote a checkpoint (its "trainer" part names them).
   static std::string signature() { return detail::policy_signature<Policies>(); }
-  static std::string legacy_signature() { return detail::policy_signature<Policies, true>(); }
 
   template <class Model>
   static torch::Device prepare(Parallel& parallel, Model& model, bool keep_memory) {
@@ -365,13 +370,14 @@ class Trainer {
   void account_micro_batch(TrainState& state, const at::Tensor& loss, int64_t batch_size) {
     const auto held = loss.is_cpu() || !loss.requires_grad() ? loss : loss.detach();
     epoch_loss_.add(held);
-    state.loss_tensor_ = held;  // until the next micro-batch; on a device, graph-free (decision 88)
+    state.add_window_loss(held);  // on a device, graph-free (decision 88)
     state.samples_seen += batch_size;
     ++state.batch;
   }
 
   /// One optimizer step taken: the counter and the next step's rates.
   void advance(TrainState& state) {
+    state.close_window();
     ++state.step;
     apply_schedule(state);
   }

@@ -1,6 +1,13 @@
-// Writes the compatibility checkpoint: `write_checkpoint FILE`. The file in
-// this folder was written by the commit its name gives; resume_test.cpp
-// checks that every later trainkit still resumes from it.
+// Writes the compatibility checkpoint: `write_checkpoint FILE`. Each file in
+// this folder was written by the release (or commit) its name gives, with
+// this writer as it was there: checkpoint-0.1.0.ckpt by 0.1.0's release
+// commit (CHANGELOG.md), with
+//   g++ -std=c++20 -O1 -fopenmp -I include -isystem \
+//     /usr/include/torch/csrc/api/include tests/compat/write_checkpoint.cpp \
+//     -ltorch -ltorch_cpu -lc10 -lz
+// in a `git archive` of that commit. resume_test.cpp checks that every later
+// trainkit resumes from it; checkpoint-efa98fe.ckpt, of a development build
+// before 0.1.0, is refused (decision 103).
 #include <iostream>
 
 #include <trainkit/io/checkpoint.hpp>

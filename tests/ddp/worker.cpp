@@ -345,12 +345,18 @@ void check_shards(const std::string& name, MakeData make, int port_offset) {
   T<tk::optim::SGD, tk::accumulate::None, tk::parallel::DDP> t(
       model, {.parallel = ddp_options(port_offset)});
   auto data = make();
+  // size() is the whole epoch's until the data has its shard: Trainer::shard
+  // gives it now (to size a schedule before fit), as fit would.
+  const int64_t world = world_env(), one = int64_t(single.size());
+  check(int64_t(data.size()) == (one + 7) / 8, name + ": size() before the shard is the epoch's");
+  t.shard(data);
+  check(int64_t(data.size()) == ((one + world - 1) / world + 7) / 8,
+        name + ": size() after Trainer::shard is this rank's share");
   std::vector<int64_t> mine;
   t.fit(RecordIds{&mine}, data, {.epochs = 1});
   auto together = id_counts(mine);
   t.parallel().process_group().all_reduce(together, "test: id counts");
   const auto extra = together - id_counts(single);
-  const int64_t world = world_env();
   std::printf("rank %d: %s: %zu of one process's %zu samples, %g of padding\n", rank_env(),
               name.c_str(), mine.size(), single.size(), extra.sum().item<double>());
   check(extra.min().item<double>() >= 0 && extra.sum().item<double>() < double(world),

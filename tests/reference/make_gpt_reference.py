@@ -13,7 +13,8 @@ PyTorch's own loop, the way nanoGPT's train.py trains:
 weights and the batches are closed formulas (`init` and `micro_batch`
 below), which the C++ test evaluates the same way, so no weights are
 stored. Writes gpt.json beside this file: the parameter names in order, per
-step the last micro-batch's loss and the gradient norm before clipping,
+step the mean loss of its micro-batches (what trainkit's TrainState::loss()
+reports) and the gradient norm before clipping,
 and samples of every final parameter (their indices and values). Run it in the Debian 13 root:
   bash scripts/debian13.sh run /usr/bin/python3 /src/tests/reference/make_gpt_reference.py
 """
@@ -132,16 +133,18 @@ def main():
                            milestones=[WARMUP])
     steps = []
     for step in range(STEPS):
+        window = []
         for micro in range(ACCUMULATE):
             tokens, mask, targets = micro_batch(ACCUMULATE * step + micro)
             logits = model(tokens, mask)
             loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=-100)
             (loss / ACCUMULATE).backward()
+            window.append(loss.item())
         norm = torch.nn.utils.clip_grad_norm_(model.parameters(), MAX_NORM)
         opt.step()
         opt.zero_grad(set_to_none=True)
         sched.step()
-        steps.append({"loss": loss.item(), "grad_norm": norm.item()})
+        steps.append({"loss": sum(window) / len(window), "grad_norm": norm.item()})
     clipped = sum(s["grad_norm"] > MAX_NORM for s in steps)
     assert 0 < clipped < STEPS, f"clipping should act on some steps, not all: {clipped}"
     params = []

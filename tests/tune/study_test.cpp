@@ -54,10 +54,8 @@ TEST_CASE("a study without a pruner never prunes - trial.number reads as FrozenT
           CHECK_FALSE(t.should_prune());
         }
         const int64_t n = t.number;
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
-        CHECK(t.number() == n);  // the earlier spelling, deprecated until 0.2.0
-#pragma GCC diagnostic pop
+        // the earlier spelling, trial.number(), went with 0.2.0
+        static_assert(!std::is_invocable_v<decltype(t.number)>);
         CHECK(nlohmann::json(t.number) == n);
         CHECK(std::to_string(t.number) == std::to_string(n));
         return double(n);

@@ -49,6 +49,7 @@ class RunReport {
     std::string title;
     std::string x_label = "step";
     bool log_x = false;
+    bool log_y = false;  ///< where every value is > 0
     std::vector<std::pair<std::string, Series>> lines;
     std::optional<double> mark_x;  ///< a dashed vertical line, labelled with its x
     std::string mark_label = "x";
@@ -164,6 +165,7 @@ class RunReport {
     std::string title;
     std::vector<Line> lines;
     const Figure* figure = nullptr;  // its axis and mark, when it is one
+    bool log_y = false;              // the losses: a log scale shows progress after epoch 1
   };
 
   static std::string escape(const std::string& s) { return detail::html::escape(s); }
@@ -174,11 +176,11 @@ class RunReport {
   std::vector<Chart> charts() const {
     std::vector<Chart> out;
     for (const auto& figure : figures_) {
-      Chart chart{figure.title, {}, &figure};
+      Chart chart{figure.title, {}, &figure, figure.log_y};
       for (const auto& [name, points] : figure.lines) chart.lines.push_back({name, &points, false});
       out.push_back(std::move(chart));
     }
-    Chart loss{"loss", {}};
+    Chart loss{"loss", {}, nullptr, /*log_y=*/true};
     if (const auto it = steps_.find("loss"); it != steps_.end())
       loss.lines.push_back({"loss", &it->second, false});
     for (const char* name : {"train_loss", "val_loss"}) {
@@ -210,39 +212,63 @@ class RunReport {
     constexpr int plot_w = kChartWidth - pad_left - pad_right;
     constexpr int plot_h = kChartHeight - pad_top - pad_bottom;
     const bool log_x = chart.figure && chart.figure->log_x;
-    const auto axis_x = [&](double x) { return log_x ? std::log10(x) : x; };
-    const auto drawn = [&](double x, double y) {
-      return std::isfinite(y) && std::isfinite(axis_x(x));  // log axis: x > 0
-    };
     double x0 = 1e300, x1 = -1e300, y0 = 1e300, y1 = -1e300;
     for (const auto& line : chart.lines) {
       for (const auto& [x, y] : *line.points) {
-        if (!std::isfinite(axis_x(x))) continue;  // the axis spans steps whose value is NaN too
-        x0 = std::min(x0, axis_x(x)), x1 = std::max(x1, axis_x(x));
+        if (!std::isfinite(x) || (log_x && x <= 0)) continue;  // spans steps with NaN values too
+        x0 = std::min(x0, x), x1 = std::max(x1, x);
         if (std::isfinite(y)) y0 = std::min(y0, y), y1 = std::max(y1, y);
       }
     }
-    if (x0 > x1) x0 = 0, x1 = 1;
-    if (x1 == x0) x0 -= 1, x1 += 1;
-    const auto range = detail::html::value_range(y0, y1);  // none: [0, 1]
-    y0 = range.lo, y1 = range.hi;
-    auto px = [&](double x) { return pad_left + (axis_x(x) - x0) / (x1 - x0) * plot_w; };
-    auto py = [&](double y) { return pad_top + (y1 - y) / (y1 - y0) * plot_h; };
-    const auto x_value = [&](double axis) { return log_x ? std::pow(10.0, axis) : axis; };
+    const bool log_y = chart.log_y && y0 <= y1 && y0 > 0;  // else linear: a value <= 0
+    const auto axis_x = [&](double x) { return log_x ? std::log10(x) : x; };
+    const auto axis_y = [&](double y) { return log_y ? std::log10(y) : y; };
+    const auto drawn = [&](double x, double y) {
+      return std::isfinite(axis_y(y)) && std::isfinite(axis_x(x));  // log axes: > 0
+    };
+    if (x0 > x1) x0 = log_x ? 1 : 0, x1 = log_x ? 10 : 1;
+    double ax0 = axis_x(x0), ax1 = axis_x(x1);
+    if (ax1 == ax0) ax0 -= 1, ax1 += 1;
+    double ay0 = 0, ay1 = 1;
+    if (log_y) {
+      const double lo = std::log10(y0), hi = std::log10(y1);
+      const double margin = std::max(hi - lo, 0.02) * 0.05;
+      ay0 = lo - margin, ay1 = hi + margin;
+    } else {
+      const auto range = detail::html::value_range(y0, y1);  // none: [0, 1]
+      ay0 = range.lo, ay1 = range.hi;
+    }
+    auto px = [&](double x) { return pad_left + (axis_x(x) - ax0) / (ax1 - ax0) * plot_w; };
+    auto py = [&](double y) { return pad_top + (ay1 - axis_y(y)) / (ay1 - ay0) * plot_h; };
+    const auto value_of = [](double axis, bool log) { return log ? std::pow(10.0, axis) : axis; };
     const char* x_format = chart.figure ? "%.3g" : "%.0f";
 
     using detail::html::text;
-    std::string s = detail::html::chart_open(chart.title, left, top, kChartWidth, kChartHeight);
+    std::string s =
+        detail::html::chart_open(chart.title, left, top, kChartWidth, kChartHeight,
+                                 std::string(" data-x-scale=\"") + (log_x ? "log" : "linear") +
+                                     "\" data-y-scale=\"" + (log_y ? "log" : "linear") + "\"");
     s += detail::html::plot_area(pad_left, pad_top, plot_w, plot_h);
     s += text(pad_left, 20, chart.title, "class=\"title\"");
-    s += text(pad_left - 6, pad_top + 10, num(y1), "text-anchor=\"end\"");
-    s += text(pad_left - 6, pad_top + plot_h, num(y0), "text-anchor=\"end\"");
-    const int axis_y = pad_top + plot_h + 16;
-    s += text(pad_left, axis_y, num(x_value(x0), x_format));
-    s += text(pad_left + plot_w, axis_y,
-              (chart.figure ? chart.figure->x_label : "step") + " " + num(x_value(x1), x_format),
+    // Ticks: a faint grid line and a label at each round value of each axis.
+    const double lo_y = value_of(ay0, log_y), hi_y = value_of(ay1, log_y);
+    for (const double v :
+         log_y ? detail::html::log_ticks(lo_y, hi_y) : detail::html::linear_ticks(lo_y, hi_y)) {
+      const auto y = num(py(v), "%.1f");
+      s += "<line class=\"grid\" x1=\"" + std::to_string(pad_left) + "\" x2=\"" +
+           std::to_string(pad_left + plot_w) + "\" y1=\"" + y + "\" y2=\"" + y +
+           "\" stroke=\"#ececec\"/>\n";
+      s += text(pad_left - 6, py(v) + 4, num(v), "class=\"tick-y\" text-anchor=\"end\"");
+    }
+    const int axis_y_label = pad_top + plot_h + 16;
+    const double lo_x = value_of(ax0, log_x), hi_x = value_of(ax1, log_x);
+    for (const double v : log_x ? detail::html::log_ticks(lo_x, hi_x)
+                                : detail::html::linear_ticks(lo_x, hi_x, 6, !chart.figure)) {
+      s += text(px(v), axis_y_label, num(v, x_format), "class=\"tick-x\" text-anchor=\"middle\"");
+    }
+    s += text(pad_left - 6, axis_y_label, chart.figure ? chart.figure->x_label : "step",
               "text-anchor=\"end\"");
-    if (chart.figure && chart.figure->mark_x && drawn(*chart.figure->mark_x, 0)) {
+    if (chart.figure && chart.figure->mark_x && drawn(*chart.figure->mark_x, 1)) {
       const auto& f = *chart.figure;
       const auto x = num(px(*f.mark_x), "%.1f");
       s += "<line data-mark=\"" + escape(f.mark_label) + "\" x1=\"" + x + "\" x2=\"" + x +

@@ -28,9 +28,8 @@ class CudaGraph {
   };
   static constexpr bool records = true;
   CudaGraph() : CudaGraph(Options{}) {}
-  /// `role` names the options in errors ("parallel" for parallel::CudaGraph).
-  explicit CudaGraph(const Options& o, std::string_view role = "capture") : options_(o) {
-    detail::require_option(o.warmup_steps >= 1, std::string(role) + ".warmup_steps", o.warmup_steps,
+  explicit CudaGraph(const Options& o) : options_(o) {
+    detail::require_option(o.warmup_steps >= 1, "capture.warmup_steps", o.warmup_steps,
                            "a number of eager steps >= 1");
   }
   const Options& graph_options() const { return options_; }

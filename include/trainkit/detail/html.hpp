@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace trainkit::detail::html {
 
@@ -125,6 +126,44 @@ inline Range value_range(double lo, double hi) {
   const double margin = (hi - lo) * 0.05;
   lo = lo >= 0 ? std::max(0.0, lo - margin) : lo - margin;
   return {lo, hi + margin};
+}
+
+/// About `count` round values (1, 2 or 5 times a power of ten apart) in
+/// [lo, hi]; with `integers`, whole numbers only (steps).
+inline std::vector<double> linear_ticks(double lo, double hi, int count = 5,
+                                        bool integers = false) {
+  std::vector<double> out;
+  if (!(hi > lo) || !std::isfinite(lo) || !std::isfinite(hi)) return out;
+  const double raw = (hi - lo) / count, magnitude = std::pow(10.0, std::floor(std::log10(raw)));
+  double step = 10 * magnitude;
+  for (const double f : {1.0, 2.0, 5.0}) {
+    if (f * magnitude >= raw) {
+      step = f * magnitude;
+      break;
+    }
+  }
+  if (integers) step = std::max(step, 1.0);
+  for (double k = std::ceil(lo / step); k * step <= hi + step * 1e-9; k += 1)
+    out.push_back(std::abs(k) < 0.5 ? 0.0 : k * step);  // never "-0"
+  return out;
+}
+
+/// Values for a logarithmic axis over [lo, hi] (both > 0): the powers of
+/// ten (every n-th past six decades), with 2 and 5 times them within two
+/// decades, and round linear values where fewer than three of those fall.
+inline std::vector<double> log_ticks(double lo, double hi) {
+  std::vector<double> out;
+  if (!(lo > 0) || !(hi > lo) || !std::isfinite(hi)) return out;
+  const int first = int(std::floor(std::log10(lo))), last = int(std::ceil(std::log10(hi)));
+  const bool fine = std::log10(hi / lo) < 2;
+  const int stride = std::max(1, (last - first + 5) / 6);
+  for (int k = first; k <= last; k += fine ? 1 : stride) {
+    for (const double f : {1.0, 2.0, 5.0}) {
+      const double v = f * std::pow(10.0, k);
+      if ((f == 1.0 || fine) && v >= lo * (1 - 1e-12) && v <= hi * (1 + 1e-12)) out.push_back(v);
+    }
+  }
+  return out.size() >= 3 ? out : linear_ticks(lo, hi, 4);
 }
 
 }  // namespace trainkit::detail::html

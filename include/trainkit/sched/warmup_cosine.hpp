@@ -1,7 +1,10 @@
 #pragma once
 // sched::WarmupCosine: linear warmup from `start_factor * base` to the base
-// rate over `warmup_steps`, then cosine annealing to `eta_min` by the end of
-// the run (PyTorch: SequentialLR(LinearLR, CosineAnnealingLR)).
+// rate over `warmup_steps`, then cosine annealing to `eta_min` by
+// `total_steps` (PyTorch: SequentialLR(LinearLR, CosineAnnealingLR)), then
+// `eta_min` held, as nanoGPT's get_lr and timm hold it; `periodic` follows
+// the cosine back up instead, as PyTorch's CosineAnnealingLR does. nanoGPT's
+// warm-up, lr * (it + 1) / (warmup + 1), is start_factor = 1 / (warmup + 1).
 #include <cmath>
 #include <numbers>
 #include <type_traits>
@@ -20,6 +23,7 @@ class WarmupCosine {
     double start_factor = 0.01;
     int64_t total_steps = 0;  ///< 0: the whole run
     double eta_min = 0.0;
+    bool periodic = false;  ///< past total_steps: false holds eta_min; true rises again
   };
   WarmupCosine() : WarmupCosine(Options{}) {}
   explicit WarmupCosine(const Options& o) : options_(o) {
@@ -42,6 +46,7 @@ class WarmupCosine {
              (options_.start_factor + (1.0 - options_.start_factor) * double(step) / double(w));
     }
     const double e = options_.eta_min;
+    if (step >= total_ && !options_.periodic) return e;
     const double t = double(step - w) / double(total_ - w);
     return e + (base_ - e) * (1.0 + std::cos(std::numbers::pi * t)) / 2.0;
   }

@@ -62,16 +62,11 @@ using choice_t = std::conditional_t<std::is_convertible_v<T, std::string_view> &
 
 }  // namespace detail
 
-/// A trial's number, read as FrozenTrial's is: `trial.number`. The earlier
-/// spelling, `trial.number()`, still works (deprecated) until 0.2.0.
+/// A trial's number, read as FrozenTrial's is: `trial.number` (0.1's
+/// `trial.number()` went with 0.2.0).
 struct TrialNumber {
   int64_t value;
   constexpr operator int64_t() const { return value; }
-  [[deprecated(
-      "trial.number is read as a field, as FrozenTrial::number is: drop the ()")]] constexpr int64_t
-  operator()() const {
-    return value;
-  }
   friend void to_json(nlohmann::json& j, TrialNumber n) { j = n.value; }
 };
 

@@ -143,15 +143,10 @@ class CapturedSteps {
   explicit CapturedSteps(std::string last_report) : last_report_(std::move(last_report)) {}
   friend T;
 
-  /// capture::CudaGraph's options, or those of parallel::CudaGraph (the older spelling).
+  /// The capture policy's options.
   static Settings graph_settings(const T& t) {
-    if constexpr (HasGraphCapture<std::remove_cvref_t<decltype(t.capture_)>>) {
-      const auto& o = t.capture_.graph_options();
-      return {o.warmup_steps, o.emulate, "capture.emulate"};
-    } else {
-      const auto& o = t.parallel_.graph_options();
-      return {o.warmup_steps, o.emulate, "parallel.emulate"};
-    }
+    const auto& o = t.capture_.graph_options();
+    return {o.warmup_steps, o.emulate, "capture.emulate"};
   }
 
   static std::vector<char> frozen_groups(const T& t) {

@@ -104,9 +104,10 @@ TRAINKIT_INLINE std::pair<int64_t, int64_t> restore_trainer_counters(const State
                                                                      TrainState& state,
                                                                      LossMeter& epoch_loss);
 /// Other policies wrote `ckpt`: say so before anything else is checked.
+/// trainkit 0.1's parallel::CudaGraph (one device, captured steps) reads as
+/// parallel::Single, whose state it had: 0.2 spells it capture::CudaGraph.
 TRAINKIT_INLINE void check_trainer_signature(const io::Checkpoint& ckpt,
-                                             const std::string& signature,
-                                             const std::string& legacy_signature);
+                                             const std::string& signature);
 /// `error` from resuming, as a trainkit::Error that names `file`.
 [[noreturn]] TRAINKIT_INLINE void throw_resume_error(const std::string& file,
                                                      const std::exception& error);
@@ -242,12 +243,16 @@ TRAINKIT_INLINE std::pair<int64_t, int64_t> restore_trainer_counters(const State
 }
 
 TRAINKIT_INLINE void check_trainer_signature(const io::Checkpoint& ckpt,
-                                             const std::string& signature,
-                                             const std::string& legacy_signature) {
+                                             const std::string& signature) {
   const auto it = ckpt.parts.find("trainer");
   if (it == ckpt.parts.end()) return;  // the parts list names what is missing
   const auto written_by = it->second.value<std::string>("signature");
-  if (written_by != signature && written_by != legacy_signature) {
+  auto as_0_2 = written_by;
+  const std::string graph_0_1 = "trainkit::parallel::CudaGraph>";
+  if (as_0_2.ends_with(graph_0_1))
+    as_0_2.replace(as_0_2.size() - graph_0_1.size(), graph_0_1.size(),
+                   "trainkit::parallel::Single>");
+  if (as_0_2 != signature) {
     throw Error("trainkit: was written by " + written_by + ", not by this " + signature);
   }
 }

@@ -23,11 +23,10 @@
 namespace trainkit::detail {
 
 /// A policy's name in checkpoints and reports: the stable name it declares,
-/// else (and in checkpoints written before stable names) its C++ type as
-/// the compiler spells it.
-template <class P, bool Legacy>
+/// else its C++ type as the compiler spells it.
+template <class P>
 std::string policy_name() {
-  if constexpr (HasStableName<P> && !Legacy) {
+  if constexpr (HasStableName<P>) {
     return std::string(P::stable_name(std::type_identity<P>{}));
   } else {
     return c10::demangle_type<P>();
@@ -36,18 +35,18 @@ std::string policy_name() {
 
 /// The names of a Trainer's policies (the tuple `Policies`), in the roles' order.
 using PolicyNames = std::array<std::string, kPolicyCount>;
-template <class Policies, bool Legacy = false>
+template <class Policies>
 PolicyNames policy_names() {
   return []<std::size_t... I>(std::index_sequence<I...>) {
-    return PolicyNames{policy_name<std::tuple_element_t<I, Policies>, Legacy>()...};
+    return PolicyNames{policy_name<std::tuple_element_t<I, Policies>>()...};
   }
   (std::make_index_sequence<kPolicyCount>{});
 }
 
 /// "Trainer<...>" of the roles a checkpoint holds state of: which policies wrote it.
-template <class Policies, bool Legacy = false>
+template <class Policies>
 std::string policy_signature() {
-  const auto names = policy_names<Policies, Legacy>();
+  const auto names = policy_names<Policies>();
   return trainer_signature(std::span(names).template first<kCheckpointedRoles>());
 }
 

@@ -74,7 +74,7 @@ struct TrainerCheckpoint {
     const auto found = io::read_newest_checkpoint(from, codec.read, if_present);
     if (!found) return;
     try {
-      check_trainer_signature(found->checkpoint, T::signature(), T::legacy_signature());
+      check_trainer_signature(found->checkpoint, T::signature());
       parts(t, state, hooks).load(found->checkpoint);
       state.resumed = true;
     } catch (const std::exception& e) {
