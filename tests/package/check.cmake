@@ -40,12 +40,14 @@ if(NOT n EQUAL 1)
 endif()
 string(STRIP "${commands}" quickstart_command)
 
-# Builds and runs the quick start in the fresh folder WORK/name, with
-# `cmake_lists` (if any) as its CMakeLists.txt and `command` (README's, adapted).
+# Builds and runs the quick start (`quickstart_main`: this checkout's, or a
+# release's) in the fresh folder WORK/name, with `cmake_lists` (if any) as its
+# CMakeLists.txt and `command` (README's, adapted).
+set(quickstart_main "${quickstart}/main.cpp")
 function(run_quickstart name cmake_lists command)
   set(dir "${WORK}/${name}")
   file(MAKE_DIRECTORY "${dir}")
-  file(COPY "${quickstart}/main.cpp" DESTINATION "${dir}")
+  file(COPY_FILE "${quickstart_main}" "${dir}/main.cpp")
   if(cmake_lists)  # the plain compiler line needs none
     file(WRITE "${dir}/CMakeLists.txt" "${cmake_lists}")
   endif()
@@ -150,10 +152,34 @@ elseif(MODE STREQUAL "add_subdirectory")
   string(STRIP "${lines}" command)
   string(REPLACE "~/trainkit/include" "${SOURCE}/include" command "${command}")
   run_quickstart(plain_compiler_line "" "${command}")
+  # The same line links a program of the opt-in headers (checkpoints need zlib).
+  set(dir "${WORK}/plain_compiler_line_io")
+  file(WRITE "${dir}/main.cpp" [=[
+#include <trainkit/callbacks.hpp>
+#include <trainkit/io.hpp>
+#include <trainkit/trainkit.hpp>
+#include <iostream>
+int main() {
+  trainkit::io::Checkpoint ckpt;
+  ckpt.parts["model"].tensors["w"] = torch::ones({2});
+  const auto bytes = trainkit::io::to_checkpoint_bytes(ckpt);
+  const auto back = trainkit::io::from_checkpoint_bytes(bytes, "memory");
+  std::cout << "val_accuracy 1 after 20 epochs (a checkpoint of " << bytes.size()
+            << " bytes read back: " << back.parts.at("model").tensors.count("w") << ")\n";
+}
+]=])
+  execute_process(COMMAND sh -c "${command}" WORKING_DIRECTORY "${dir}" RESULT_VARIABLE rc
+                  OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0 OR NOT out MATCHES "read back: 1")
+    message(FATAL_ERROR "README's plain compiler line does not build a program of io.hpp and "
+                        "callbacks.hpp (${rc}): ${command}\n${out}\n${err}")
+  endif()
+  message(STATUS "the plain compiler line builds io.hpp and callbacks.hpp: ${out}")
 elseif(MODE STREQUAL "fetchcontent")
-  # The quick start with README's FetchContent lines in place of its
-  # find_package line, fetching README's tag from a clone of this checkout
-  # (its commits and tags; where the tag is missing, the clone tags its HEAD).
+  # README's FetchContent lines in the quick start of the release they name,
+  # fetched from the published form of this repository: a clone of its one
+  # branch, without tags (tags and other branches never reach users), so the
+  # GIT_TAG must be a commit of that branch (CHANGELOG's release commit).
   if(NOT readme MATCHES "```cmake\n(include\\(FetchContent\\)\n[^`]*)```")
     message(FATAL_ERROR "README.md shows no ```cmake block that starts with include(FetchContent)")
   endif()
@@ -161,23 +187,45 @@ elseif(MODE STREQUAL "fetchcontent")
   if(NOT fetch MATCHES "GIT_REPOSITORY [^\n]* GIT_TAG ([^ )\n]+)")
     message(FATAL_ERROR "README.md's FetchContent block names no GIT_REPOSITORY ... GIT_TAG:\n${fetch}")
   endif()
-  set(tag "${CMAKE_MATCH_1}")
-  run(git clone --quiet "${SOURCE}" "${WORK}/repository")
-  execute_process(COMMAND git -C "${WORK}/repository" rev-parse --verify --quiet "refs/tags/${tag}"
-                  RESULT_VARIABLE rc OUTPUT_QUIET)
-  if(NOT rc EQUAL 0)
-    message(STATUS "this checkout has no tag ${tag}: the test's clone tags its HEAD")
-    run(git -C "${WORK}/repository" tag "${tag}")
+  set(commit "${CMAKE_MATCH_1}")
+  string(LENGTH "${commit}" length)
+  if(NOT commit MATCHES "^[0-9a-f]+$" OR NOT length EQUAL 40)
+    message(FATAL_ERROR "README.md's FetchContent GIT_TAG is `${commit}`: the published repository "
+                        "has no tags, so it must be a release commit's full hash")
   endif()
-  string(REGEX REPLACE "GIT_REPOSITORY [^\n]* GIT_TAG" "GIT_REPOSITORY ${WORK}/repository GIT_TAG"
+  run(git clone --quiet --no-tags --single-branch "file://${SOURCE}" "${WORK}/repository")
+  run(git -C "${WORK}/repository" tag --list)
+  if(NOT last_output STREQUAL "")
+    message(FATAL_ERROR "the published form has no tags; this clone has: ${last_output}")
+  endif()
+  execute_process(COMMAND git -C "${WORK}/repository" cat-file -e "${commit}^{commit}"
+                  RESULT_VARIABLE missing)
+  if(missing)
+    execute_process(COMMAND git -C "${SOURCE}" rev-parse --is-shallow-repository
+                    OUTPUT_VARIABLE shallow OUTPUT_STRIP_TRAILING_WHITESPACE)
+    if(shallow STREQUAL "true")  # CTest reports it skipped (SKIP_REGULAR_EXPRESSION)
+      message("fetchcontent-skip: this checkout is shallow and lacks ${commit}: clone the "
+              "whole history to check README's FetchContent route")
+      return()
+    endif()
+    message(FATAL_ERROR "README.md's FetchContent commit ${commit} is not in the history of "
+                        "this branch, so a user's FetchContent cannot fetch it")
+  endif()
+  # The release's own quick start, README's FetchContent lines in place of
+  # its find_package line.
+  run(git -C "${WORK}/repository" show "${commit}:examples/quickstart/main.cpp")
+  set(quickstart_main "${WORK}/release_main.cpp")
+  file(WRITE "${quickstart_main}" "${last_output}")
+  run(git -C "${WORK}/repository" show "${commit}:examples/quickstart/CMakeLists.txt")
+  set(lists "${last_output}")
+  string(REGEX REPLACE "GIT_REPOSITORY [^\n]* GIT_TAG" "GIT_REPOSITORY file://${WORK}/repository GIT_TAG"
          fetch "${fetch}")
-  file(READ "${quickstart}/CMakeLists.txt" lists)
   string(REGEX REPLACE "\nfind_package\\(trainkit [^\n]*" "\n${fetch}" lists "${lists}")
   if(NOT lists MATCHES "FetchContent_Declare")
-    message(FATAL_ERROR "examples/quickstart/CMakeLists.txt has no find_package(trainkit ...) line")
+    message(FATAL_ERROR "the release's examples/quickstart/CMakeLists.txt has no find_package(trainkit ...) line")
   endif()
   string(REGEX REPLACE " -DCMAKE_PREFIX_PATH=[^ ]*" "" command "${quickstart_command}")
-  run_quickstart(fetchcontent_${tag} "${lists}" "${command}")
+  run_quickstart(fetchcontent_release "${lists}" "${command}")
   return()
 else()
   message(FATAL_ERROR "unknown MODE ${MODE}")
