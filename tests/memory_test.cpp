@@ -22,7 +22,11 @@ using tk_test::grads_of;
 
 void check_close(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b) {
   REQUIRE(a.size() == b.size());
-  for (size_t i = 0; i < a.size(); ++i) CHECK(torch::allclose(a[i], b[i], 1e-6, 1e-6));
+  for (size_t i = 0; i < a.size(); ++i) {
+    INFO("tensor " << i << ": max abs difference " << (a[i] - b[i]).abs().max().item<double>()
+                   << ", max abs value " << a[i].abs().max().item<double>());
+    CHECK(torch::allclose(a[i], b[i], 1e-6, 1e-6));
+  }
 }
 
 }  // namespace
