@@ -477,12 +477,20 @@ void shards_resume(const std::filesystem::path& dir) {
 // The runs under torchrun: SGD on 96 samples, compared with one process at
 // batch 16; the rendezvous where torchrun puts it (no port of the test's own).
 const tk::optim::SGD::Options kLaunchedSgd{.lr = 0.05, .momentum = 0.9};
-Mlp launched_reference(int64_t epochs) {
+/// Each epoch's train_loss, by epoch.
+struct EpochLosses {
+  std::map<int64_t, double>* out;
+  void on_epoch_end(tk::TrainState& s) { (*out)[s.epoch] = s.metrics.at("train_loss"); }
+};
+
+Mlp launched_reference(int64_t epochs, std::map<int64_t, double>* losses = nullptr) {
   auto single = make_model();
   T<tk::optim::SGD, tk::accumulate::None, tk::parallel::Single> ref(single,
                                                                     {.optim = kLaunchedSgd});
   auto data = make_loader(96, 16);
-  ref.fit(tk::task::Regression{}, data, {.epochs = epochs});
+  std::map<int64_t, double> ignored;
+  ref.fit(tk::task::Regression{}, data, {.epochs = epochs},
+          EpochLosses{losses ? losses : &ignored});
   return single;
 }
 tk::parallel::DDP::Options launched_ddp() {
@@ -509,17 +517,19 @@ void torchrun() {
 }
 
 // Under torchrun --max_restarts 1: in the first attempt rank 1 is SIGKILLed
-// at step 7; the agent restarts the group, which resumes from the newest
+// at step 9 (epoch 1's third of 6); the agent restarts the group, which resumes from the newest
 // checkpoint in `dir` (the same command line: resume_if_present) and must
-// end as one unbroken process does.
+// end as one unbroken process does, each epoch's train_loss too (the
+// resumed epoch's counts every rank's losses before the restart).
 void elastic(const std::filesystem::path& dir) {
   const auto env = tk::parallel::Environment::detect();
-  auto single = launched_reference(3);
+  std::map<int64_t, double> unbroken_losses, losses;
+  auto single = launched_reference(3, &unbroken_losses);
 
   struct KillOnce {
     int attempt;
     void on_step_end(tk::TrainState& s) {
-      if (attempt == 0 && rank_env() == 1 && s.step == 7) std::raise(SIGKILL);
+      if (attempt == 0 && rank_env() == 1 && s.step == 9) std::raise(SIGKILL);
     }
   };
   auto model = make_model();
@@ -530,7 +540,17 @@ void elastic(const std::filesystem::path& dir) {
   auto data = make_loader(96, 16 / world_env());
   const auto r = ddp.fit(
       tk::task::Regression{}, data, {.epochs = 3, .resume_from = dir, .resume_if_present = true},
-      tk::callbacks::ModelCheckpoint({.dir = dir, .save_every = 2}), KillOnce{env.restart_count});
+      tk::callbacks::ModelCheckpoint({.dir = dir, .save_every = 2}), KillOnce{env.restart_count},
+      EpochLosses{&losses});
+  for (const auto& [epoch, loss] : losses) {
+    const double unbroken = unbroken_losses.at(epoch);
+    std::printf("rank %d: epoch %lld train_loss %.8f, unbroken %.8f\n", rank_env(),
+                (long long)epoch, loss, unbroken);
+    check(std::abs(loss - unbroken) <= 1e-6 * std::abs(unbroken),
+          "each epoch's train_loss equals the unbroken run's, the resumed one's too");
+  }
+  check(losses.count(1) == 1 && losses.count(0) == 0,
+        "the restart resumed inside epoch 1 (its checkpoint: step 8)");
   const double err = max_rel_diff(*model, *single);
   std::printf("rank %d: attempt %d, %lld steps: vs one unbroken process: max rel diff %.3g\n",
               rank_env(), env.restart_count, (long long)r.steps, err);

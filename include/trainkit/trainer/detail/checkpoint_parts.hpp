@@ -98,11 +98,13 @@ struct RngPart {
 TRAINKIT_INLINE std::string trainer_signature(std::span<const std::string> names);
 /// Where the run is: the checkpoint's "trainer" part.
 TRAINKIT_INLINE StateDict trainer_counters(const TrainState& state, const std::string& signature,
-                                           bool epoch_done, const LossMeter& epoch_loss);
+                                           bool epoch_done, const LossTotals& epoch_loss);
 /// Restores the "trainer" part; returns the (epoch, batch) to resume at.
+/// The epoch's loss so far (all ranks') goes to the rank that `holds_loss`.
 TRAINKIT_INLINE std::pair<int64_t, int64_t> restore_trainer_counters(const StateDict& d,
                                                                      TrainState& state,
-                                                                     LossMeter& epoch_loss);
+                                                                     LossMeter& epoch_loss,
+                                                                     bool holds_loss);
 /// Other policies wrote `ckpt`: say so before anything else is checked.
 /// trainkit 0.1's parallel::CudaGraph (one device, captured steps) reads as
 /// parallel::Single, whose state it had: 0.2 spells it capture::CudaGraph.
@@ -219,18 +221,19 @@ TRAINKIT_INLINE std::string trainer_signature(std::span<const std::string> names
 }
 
 TRAINKIT_INLINE StateDict trainer_counters(const TrainState& state, const std::string& signature,
-                                           bool epoch_done, const LossMeter& epoch_loss) {
+                                           bool epoch_done, const LossTotals& epoch_loss) {
   StateDict d;
-  d.values = {{"signature", signature},       {"epoch", state.epoch},
-              {"batch", state.batch},         {"step", state.step},
-              {"epoch_done", epoch_done},     {"samples_seen", state.samples_seen},
-              {"loss_sum", epoch_loss.sum()}, {"loss_count", epoch_loss.count()}};
+  d.values = {{"signature", signature},     {"epoch", state.epoch},
+              {"batch", state.batch},       {"step", state.step},
+              {"epoch_done", epoch_done},   {"samples_seen", state.samples_seen},
+              {"loss_sum", epoch_loss.sum}, {"loss_count", epoch_loss.count}};
   return d;
 }
 
 TRAINKIT_INLINE std::pair<int64_t, int64_t> restore_trainer_counters(const StateDict& d,
                                                                      TrainState& state,
-                                                                     LossMeter& epoch_loss) {
+                                                                     LossMeter& epoch_loss,
+                                                                     bool holds_loss) {
   const bool done = d.value<bool>("epoch_done");
   const auto epoch = d.value<int64_t>("epoch"), batch = d.value<int64_t>("batch");
   const auto step = d.value<int64_t>("step"), samples = d.value<int64_t>("samples_seen");
@@ -238,7 +241,7 @@ TRAINKIT_INLINE std::pair<int64_t, int64_t> restore_trainer_counters(const State
   const auto loss_count = d.value<int64_t>("loss_count");
   state.step = step;
   state.samples_seen = samples;
-  epoch_loss.restore(loss_sum, loss_count);
+  epoch_loss.restore(holds_loss ? loss_sum : 0.0, holds_loss ? loss_count : 0);
   return {epoch + (done ? 1 : 0), done ? 0 : batch};
 }
 

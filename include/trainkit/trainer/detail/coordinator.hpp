@@ -52,12 +52,18 @@ class Coordinator {
   /// The largest signal number caught on any rank (0: none).
   int agree_on_signal(int caught) { return int(parallel_.max(caught, names().signals)); }
 
-  /// The mean over all ranks of the losses `meter` holds; none when empty.
-  std::optional<double> mean_loss(const LossMeter& meter) {
+  /// The sum and count over all ranks of the losses `meter` holds.
+  LossTotals loss_totals(const LossMeter& meter) {
     const auto total =
         parallel_.sum({meter.sum(), double(meter.count())}, "sum of the epoch's training loss");
-    if (total[1] == 0) return std::nullopt;
-    return total[0] / total[1];
+    return {total[0], int64_t(total[1])};
+  }
+
+  /// The mean over all ranks of the losses `meter` holds; none when empty.
+  std::optional<double> mean_loss(const LossMeter& meter) {
+    const auto total = loss_totals(meter);
+    if (total.count == 0) return std::nullopt;
+    return total.sum / double(total.count);
   }
 
   /// Per-name means over all ranks of sample-weighted sums (device tensors)

@@ -15,6 +15,12 @@
 
 namespace trainkit::detail {
 
+/// Losses summed over micro-batches (and ranks), and their number.
+struct LossTotals {
+  double sum = 0.0;
+  int64_t count = 0;
+};
+
 class LossMeter {
  public:
   void reset() {

@@ -19,13 +19,18 @@ struct TrainerCheckpoint {
   template <class Hooks>
   static CheckpointParts parts(T& t, TrainState& state, Hooks& hooks) {
     CheckpointParts parts;
+    // The epoch's loss so far is every rank's (a collective: all ranks save
+    // together); on resume rank 0 holds it, so the mean over any number of
+    // ranks goes on from it.
     parts.add(
         "trainer",
         [&t, &state] {
-          return trainer_counters(state, T::signature(), t.epoch_done_, t.epoch_loss_);
+          const auto total = t.coordinator().loss_totals(t.epoch_loss_);
+          return trainer_counters(state, T::signature(), t.epoch_done_, total);
         },
         [&t, &state](const StateDict& d) {
-          t.resume_at_ = restore_trainer_counters(d, state, t.epoch_loss_);
+          t.resume_at_ = restore_trainer_counters(d, state, t.epoch_loss_,
+                                                  /*holds_loss=*/t.parallel_.rank() == 0);
         });
     parts.add_module("model", t.model_.module());
     if constexpr (HasStateDict<std::remove_cvref_t<decltype(t.optimizer_)>>) {
