@@ -123,10 +123,12 @@ int main(int argc, char** argv) {
           const double frac = t.suggest_float("frac", 0, 1, {.step = 0.25});
           const auto n = t.suggest_int("n", 1, 9, {.step = 2});
           const auto layers = t.suggest_int("layers", 1, 64, {.log = true});
+          const auto k = t.suggest_int("k", 0, 10, {.step = 3});  // stored as 0..9
           const auto opt = t.suggest_categorical<nlohmann::json>(
               "opt", std::vector<nlohmann::json>{"adam", "sgd", nullptr, true, 2.5});
           const double value = x * x + std::log10(lr) * std::log10(lr) / 25 + frac +
-                               static_cast<double>(n + layers) / 100 + (opt == "adam" ? 0 : 0.5);
+                               static_cast<double>(n + layers + k) / 100 +
+                               (opt == "adam" ? 0 : 0.5);
           t.set_user_attr("by", {{"lib", "trainkit"}, {"odd", {inf, std::nan("")}}});
           t.report(value + 1, 0);
           t.report(t.number % 2 ? inf : -inf, 1);

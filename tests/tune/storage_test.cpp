@@ -467,7 +467,23 @@ TEST_CASE("storage sqlite: errors name the file - the schema is Optuna's, of a k
   sqlite3_close(db);
   const auto old = error_of([&] { SqliteStorage s(file); });
   CHECK(old.find("has Optuna schema revision v2.6.0.a") != std::string::npos);
-  CHECK(old.find("`optuna storage upgrade`") != std::string::npos);
+  CHECK(old.find("this older one needs `optuna storage upgrade` first") != std::string::npos);
+  // A revision newer than this trainkit's: upgrading trainkit is the fix.
+  REQUIRE(sqlite3_open(file.c_str(), &db) == SQLITE_OK);
+  CHECK(exec("UPDATE alembic_version SET version_num = 'v4.5.0.a'") == SQLITE_OK);
+  sqlite3_close(db);
+  const auto newer = error_of([&] { SqliteStorage s(file); });
+  CHECK(newer.find("has Optuna schema revision v4.5.0.a") != std::string::npos);
+  CHECK(newer.find("upgrade trainkit, not the database") != std::string::npos);
+  CHECK(newer.find("optuna storage upgrade") == std::string::npos);
+  // Optuna's tables without alembic_version: said so, with no SQL placeholder.
+  REQUIRE(sqlite3_open(file.c_str(), &db) == SQLITE_OK);
+  CHECK(exec("DROP TABLE alembic_version") == SQLITE_OK);
+  sqlite3_close(db);
+  const auto headless = error_of([&] { SqliteStorage s(file); });
+  CHECK(headless.find("has Optuna's table `studies` but no `alembic_version`") !=
+        std::string::npos);
+  CHECK(headless.find("{serial}") == std::string::npos);
 }
 
 namespace {

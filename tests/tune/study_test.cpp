@@ -111,6 +111,26 @@ TEST_CASE("max_trials is a study-wide budget - enqueued trials run first with th
                        trainkit::Error);
 }
 
+TEST_CASE("an integer range the step does not divide is stored as Optuna stores it") {
+  // Optuna's IntDistribution(0, 10, step=3) is 0..9 (it warns on every load of 0..10).
+  Study study(std::make_shared<InMemoryStorage>(), {}, sampler::Random({.seed = 2}));
+  study.optimize(
+      [](Trial& t) {
+        const auto k = t.suggest_int("k", 0, 10, {.step = 3});
+        CHECK(k % 3 == 0);
+        CHECK(k <= 9);
+        CHECK(t.suggest_int("k", 0, 9, {.step = 3}) == k);  // the same distribution
+        return double(k);
+      },
+      {.n_trials = 8, .log = nullptr});
+  for (const auto& t : study.trials()) {
+    const auto& d = std::get<IntDistribution>(t.params.at("k").distribution);
+    CHECK(d.low == 0);
+    CHECK(d.high == 9);
+    CHECK(d.step == 3);
+  }
+}
+
 TEST_CASE("a name keeps its kind across trials, and bad bounds are named") {
   auto study = make_study();
   study.optimize([](Trial& t) { return t.suggest_float("x", 0, 1); },

@@ -76,6 +76,16 @@ inline double grid_top(double low, double high, double step) {
 
 }  // namespace detail
 
+/// `dist` as Optuna stores it: an integer range whose width the step does
+/// not divide ends at its last grid point (0..10 step 3 is 0..9), as
+/// IntDistribution's constructor makes it (Optuna warns on every load of
+/// one that does not).
+inline Distribution normalized(Distribution dist) {
+  if (auto* i = std::get_if<IntDistribution>(&dist))
+    i->high = i->low + (i->high - i->low) / i->step * i->step;
+  return dist;
+}
+
 /// Throws trainkit::Error naming the parameter and the bad bound.
 inline void validate(const std::string& name, const Distribution& dist) {
   using trainkit::detail::require_option;

@@ -463,8 +463,9 @@ class Study final : private detail::TrialDriver {
   }
 
   // detail::TrialDriver
-  double suggest(FrozenTrial& trial, const std::string& name, const Distribution& dist) override {
-    validate(name, dist);
+  double suggest(FrozenTrial& trial, const std::string& name, const Distribution& asked) override {
+    validate(name, asked);
+    const auto dist = normalized(asked);  // as Optuna stores it
     if (const auto it = trial.params.find(name); it != trial.params.end()) {
       if (!(it->second.distribution == dist)) {
         throw Error("trainkit: trial " + std::to_string(trial.number) + " suggested \"" + name +

@@ -149,6 +149,9 @@ inline std::string render_sql(std::string_view sql, SqlDialect dialect) {
 /// The revisions of Optuna's schema this storage reads and writes: 4.x's
 /// (the first, written in a new database), and 3.x's, whose tables are the same.
 inline constexpr std::string_view kOptunaRevisions[] = {"v3.2.0.a", "v3.0.0.d"};
+/// Optuna's revisions before those: `optuna storage upgrade` takes them on.
+inline constexpr std::string_view kOlderOptunaRevisions[] = {
+    "v0.9.0.a", "v1.2.0.a", "v1.3.0.a", "v2.4.0.a", "v2.6.0.a", "v3.0.0.a", "v3.0.0.b", "v3.0.0.c"};
 /// Optuna's frozen `version_info.schema_version`.
 inline constexpr int64_t kOptunaSchemaVersion = 12;
 
@@ -599,6 +602,12 @@ class SqlStorage : public Storage {
         // fail; SQLite's write lock already serialises this.
         if (db_->dialect() == SqlDialect::Postgres) q("SELECT pg_advisory_xact_lock(7142003)", {});
         if (has_table_now("alembic_version")) return;  // another worker made them meanwhile
+        if (has_table_now("studies")) {
+          throw Error("trainkit: " + db_->where() +
+                      " has Optuna's table `studies` but no `alembic_version`, so its schema "
+                      "revision is unknown: it is not a study database as Optuna or trainkit "
+                      "write one (a partial copy?)");
+        }
         for (const auto& s : schema_statements(db_->dialect())) q(s, {});
         q("INSERT INTO version_info (version_info_id, schema_version, library_version) VALUES (1, "
           "$1, $2)",
@@ -619,11 +628,16 @@ class SqlStorage : public Storage {
       return false;
     };
     if (revision.size() != 1 || !accepted(text(revision[0][0]))) {
-      throw Error("trainkit: " + db_->where() + " has Optuna schema revision " +
-                  (revision.size() == 1 ? text(revision[0][0]) : std::string("(none)")) +
+      const auto found = revision.size() == 1 ? text(revision[0][0]) : std::string("(none)");
+      const bool older =
+          std::find(std::begin(kOlderOptunaRevisions), std::end(kOlderOptunaRevisions), found) !=
+          std::end(kOlderOptunaRevisions);
+      throw Error("trainkit: " + db_->where() + " has Optuna schema revision " + found +
                   "; this trainkit reads " + std::string(kOptunaRevisions[0]) + " (Optuna 4) and " +
-                  std::string(kOptunaRevisions[1]) +
-                  " (Optuna 3); an older one needs `optuna storage upgrade` first");
+                  std::string(kOptunaRevisions[1]) + " (Optuna 3); " +
+                  (older ? "this older one needs `optuna storage upgrade` first"
+                         : "it is not one Optuna made before this trainkit: a newer trainkit "
+                           "may read it (upgrade trainkit, not the database)"));
     }
   }
 
