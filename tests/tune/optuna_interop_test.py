@@ -102,7 +102,8 @@ def view(t):
 def trainkit_reads(study_name, dump="dump"):
     with tempfile.NamedTemporaryFile(suffix=".json") as f:
         subprocess.run([EXE, CPP_URL, study_name, dump, f.name], check=True)
-        return json.load(open(f.name))
+        with open(f.name) as read:
+            return json.load(read)
 
 
 def same_trials(study_name, what, dump="dump"):
@@ -161,7 +162,8 @@ def from_trainkit():
     with warnings.catch_warnings(record=True) as caught:  # Optuna warns of an unnormalised range
         warnings.simplefilter("always")
         ours, theirs = same_trials(name, "trainkit's study")
-    check(not caught, f"Optuna warned loading trainkit's study: {[str(w.message) for w in caught]}")
+    unnormalised = [str(w.message) for w in caught if "divisible" in str(w.message)]
+    check(not unnormalised, f"Optuna warned loading trainkit's study: {unnormalised}")
     check(all(t["distributions"]["k"]["attributes"]["high"] == 9 for t in theirs
               if "k" in t["distributions"]), "0..10 step 3 is stored as Optuna stores it, 0..9")
     states = [t["state"] for t in theirs]
