@@ -57,7 +57,6 @@ struct Rendezvous;
 struct Environment;
 class ProcessGroup;
 class Single;
-class CudaGraph;
 class DDP;
 class ZeroSharded;
 }  // namespace parallel

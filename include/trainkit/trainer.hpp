@@ -88,15 +88,6 @@ class Trainer {
                          signature() + "/" + std::to_string(accumulate_.steps()));
   }
 
-  /// Gives `data` this rank's share of each epoch now, as fit does when it
-  /// starts (taking it again there changes nothing): under several ranks, a
-  /// loader's size() is the whole epoch's until then. `data_is_per_rank` as
-  /// FitOptions' (then nothing is taken).
-  template <class Data>
-  void shard(Data& data, bool data_is_per_rank = false) {
-    data::take_shard(data, parallel_.rank(), parallel_.world_size(), data_is_per_rank);
-  }
-
   /// Trains for `options.epochs` over `train_data` (TrainingData: a range of
   /// batches, its optional members used when present). An lvalue callback is
   /// used in place (it sees every hook); an rvalue one is moved in.
@@ -113,8 +104,7 @@ class Trainer {
     state.epochs = options.epochs;
     state.log_every = options.log_every;
     state.main_process_ = parallel_.is_main();
-    data::take_shard(train_data, parallel_.rank(), parallel_.world_size(),
-                     options.data_is_per_rank);
+    data::take_shard(train_data, parallel_, options.data_is_per_rank);
     if constexpr (HasSize<Data>) {
       state.batches_per_epoch = static_cast<int64_t>(train_data.size());
       state.steps_per_epoch = (state.batches_per_epoch + n - 1) / n;

@@ -345,13 +345,13 @@ void check_shards(const std::string& name, MakeData make, int port_offset) {
   T<tk::optim::SGD, tk::accumulate::None, tk::parallel::DDP> t(
       model, {.parallel = ddp_options(port_offset)});
   auto data = make();
-  // size() is the whole epoch's until the data has its shard: Trainer::shard
+  // size() is the whole epoch's until the data has its shard: take_shard
   // gives it now (to size a schedule before fit), as fit would.
   const int64_t world = world_env(), one = int64_t(single.size());
   check(int64_t(data.size()) == (one + 7) / 8, name + ": size() before the shard is the epoch's");
-  t.shard(data);
+  tk::data::take_shard(data, t.parallel());
   check(int64_t(data.size()) == ((one + world - 1) / world + 7) / 8,
-        name + ": size() after Trainer::shard is this rank's share");
+        name + ": size() after take_shard is this rank's share");
   std::vector<int64_t> mine;
   t.fit(RecordIds{&mine}, data, {.epochs = 1});
   auto together = id_counts(mine);
@@ -538,10 +538,10 @@ void elastic(const std::filesystem::path& dir) {
   T<tk::optim::SGD, tk::accumulate::None, tk::parallel::DDP> ddp(
       model, {.optim = kLaunchedSgd, .parallel = o});
   auto data = make_loader(96, 16 / world_env());
-  const auto r = ddp.fit(
-      tk::task::Regression{}, data, {.epochs = 3, .resume_from = dir, .resume_if_present = true},
-      tk::callbacks::ModelCheckpoint({.dir = dir, .save_every = 2}), KillOnce{env.restart_count},
-      EpochLosses{&losses});
+  const auto r = ddp.fit(tk::task::Regression{}, data,
+                         {.epochs = 3, .resume_from = dir, .resume_if_present = true},
+                         tk::callbacks::ModelCheckpoint({.dir = dir, .save_every = 2}),
+                         KillOnce{env.restart_count}, EpochLosses{&losses});
   for (const auto& [epoch, loss] : losses) {
     const double unbroken = unbroken_losses.at(epoch);
     std::printf("rank %d: epoch %lld train_loss %.8f, unbroken %.8f\n", rank_env(),

@@ -156,7 +156,8 @@ class Loader {
   }
 
   /// Batches in the current epoch: this rank's share once the loader has
-  /// its shard (fit takes it; Trainer::shard takes it before fit).
+  /// its shard (fit takes it; data::take_shard(loader, trainer.parallel())
+  /// takes it before fit).
   int64_t size() const {
     const int64_t n = order_.numel(), b = options_.batch_size;
     return options_.drop_last ? n / b : (n + b - 1) / b;

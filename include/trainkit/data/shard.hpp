@@ -91,4 +91,12 @@ void take_shard(Data& data, int64_t rank, int64_t world_size, bool per_rank) {
   }
 }
 
+/// The same for the rank a Parallel policy is (a Trainer's parallel()), as
+/// fit takes it: under several ranks, a loader's size() is the whole epoch's
+/// until then, so take it first to size a schedule by it.
+template <class Data, class Parallel>
+void take_shard(Data& data, const Parallel& parallel, bool per_rank = false) {
+  take_shard(data, parallel.rank(), parallel.world_size(), per_rank);
+}
+
 }  // namespace trainkit::data

@@ -57,20 +57,16 @@ TRAINKIT_INLINE detail::CheckpointCodec checkpoint_codec(const char* option,
 TRAINKIT_INLINE std::optional<FoundCheckpoint> read_newest_checkpoint(
     const std::filesystem::path& path, Checkpoint (*read)(const std::filesystem::path&),
     bool if_present) {
-  if (!std::filesystem::exists(path)) {
-    if (if_present) return std::nullopt;  // the first run of a command that also restarts
-    throw Error("trainkit: fit.resume_from = \"" + path.string() +
-                "\": no such file or folder; fit.resume_if_present = true starts fresh when "
-                "there is no checkpoint yet");
-  }
   const bool folder = std::filesystem::is_directory(path);
   const auto files = folder ? checkpoint_folder::newest_candidates(path)
                             : std::vector<std::filesystem::path>{path};
-  if (files.empty()) {
-    if (if_present) return std::nullopt;
-    throw Error("trainkit: no checkpoint to resume from in " + path.string() +
-                " (no last.ckpt, step-*.ckpt or other *.ckpt); fit.resume_if_present = true "
-                "starts fresh when there is none yet");
+  if (files.empty() || (!folder && !std::filesystem::exists(path))) {
+    if (if_present) return std::nullopt;  // the first run of a command that also restarts
+    if (folder) {                         // a missing file is the codec's error, which names it
+      throw Error("trainkit: no checkpoint to resume from in " + path.string() +
+                  " (no last.ckpt, step-*.ckpt or other *.ckpt); fit.resume_if_present = true "
+                  "starts fresh when there is none yet");
+    }
   }
   std::optional<FoundCheckpoint> newest;
   int64_t newest_step = -1;

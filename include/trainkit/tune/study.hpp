@@ -5,23 +5,17 @@
 // that dies leaves its trial running; the next worker to start a trial
 // fails it (same pid namespace: the process is gone; elsewhere: no
 // heartbeat for `stale_after_s`) and, if asked, enqueues it again.
-#include <signal.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
-#include <cerrno>
 #include <chrono>
-#include <condition_variable>
 #include <exception>
-#include <fstream>
 #include <functional>
 #include <iostream>
 #include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -32,6 +26,7 @@
 #include "trainkit/tune/pruners/none.hpp"
 #include "trainkit/tune/storage.hpp"
 #include "trainkit/tune/trial.hpp"
+#include "trainkit/tune/worker.hpp"
 
 namespace trainkit::tune {
 
@@ -65,41 +60,6 @@ struct OptimizeOptions {
   /// Called after each trial, one call at a time however many threads run.
   std::function<void(const FrozenTrial&)> on_trial_end{};
 };
-
-namespace detail {
-
-/// The pids this process can look up: this boot's id and this pid
-/// namespace's inode ("" where /proc does not say). Two workers with equal
-/// hostnames in different containers or machines differ here.
-inline std::string pid_space() {
-  std::string boot;
-  std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
-  struct stat ns {};
-  if (boot.empty() || ::stat("/proc/self/ns/pid", &ns) != 0) return "";
-  return boot + "/" + std::to_string(ns.st_ino);
-}
-
-inline WorkerId this_worker(double heartbeat_s) {
-  char host[256] = {};
-  ::gethostname(host, sizeof host - 1);
-  static const std::string space = pid_space();
-  return {host, space, static_cast<int64_t>(::getpid()), heartbeat_s};  // pid now: after a fork
-}
-
-enum class Liveness { Alive, Gone, Unknown };
-
-/// Whether a trial's worker process still runs, as far as this process can
-/// tell: only a worker of the same pid space is looked up (by pid).
-inline Liveness liveness(const nlohmann::json& worker, const WorkerId& me) {
-  if (!worker.is_object() || me.pid_space.empty() || worker.value("pid_space", "") != me.pid_space)
-    return Liveness::Unknown;
-  const auto pid = worker.value("pid", int64_t{0});
-  if (pid <= 0 || pid == me.pid) return Liveness::Unknown;  // mine: its heartbeat tells
-  return ::kill(static_cast<pid_t>(pid), 0) == -1 && errno == ESRCH ? Liveness::Gone
-                                                                    : Liveness::Alive;
-}
-
-}  // namespace detail
 
 /// Without a pruner, every trial runs to its end (pruner::None).
 template <Sampler S, Pruner P = pruner::None>
@@ -178,7 +138,7 @@ class Study final : private detail::TrialDriver {
     std::atomic<bool> stop{false};
     std::exception_ptr error;
     std::mutex error_mutex;
-    Heartbeat heartbeat(*this, o.heartbeat_s);
+    detail::Heartbeat heartbeat(*storage_, o.heartbeat_s);
 
     auto work = [&] {
       while (!stop) {
@@ -245,41 +205,6 @@ class Study final : private detail::TrialDriver {
   P& pruner() { return pruner_; }
 
  private:
-  // Keeps this process's running trials alive in the storage.
-  class Heartbeat {
-   public:
-    Heartbeat(Study& study, double every_s) : study_(study) {
-      if (every_s <= 0) return;
-      thread_ = std::jthread([this, every_s](std::stop_token stop) {
-        std::unique_lock lock(mutex_);
-        while (!stop.stop_requested()) {
-          cv_.wait_for(lock, stop, std::chrono::duration<double>(every_s), [&] { return false; });
-          for (auto id : running_) {
-            try {
-              study_.storage_->heartbeat(id);
-            } catch (const std::exception&) {  // a busy database: next beat
-            }
-          }
-        }
-      });
-    }
-    void add(int64_t id) {
-      std::lock_guard lock(mutex_);
-      running_.insert(id);
-    }
-    void remove(int64_t id) {
-      std::lock_guard lock(mutex_);
-      running_.erase(id);
-    }
-
-   private:
-    Study& study_;
-    std::mutex mutex_;
-    std::condition_variable_any cv_;
-    std::set<int64_t> running_;
-    std::jthread thread_;  // last: stopped and joined before the rest goes
-  };
-
   // Trial-local state the driver needs besides the record.
   struct Active {
     std::map<std::string, double> relative;
@@ -289,7 +214,8 @@ class Study final : private detail::TrialDriver {
   // One trial from start to its final state; false when none could start.
   bool several() const { return options_.directions.size() > 1; }
 
-  bool run_trial(const Objectives& objective, const OptimizeOptions& o, Heartbeat& heartbeat) {
+  bool run_trial(const Objectives& objective, const OptimizeOptions& o,
+                 detail::Heartbeat& heartbeat) {
     fail_lost_trials(o);
     auto record = storage_->start_trial(id_, detail::this_worker(o.heartbeat_s), o.max_trials,
                                         FiniteSampler<S>);
@@ -299,7 +225,7 @@ class Study final : private detail::TrialDriver {
     // does not stay running: it fails, and the exception goes on.
     struct Unwind {
       Study& study;
-      Heartbeat& heartbeat;
+      detail::Heartbeat& heartbeat;
       int64_t id;
       bool finished = false;
       ~Unwind() {

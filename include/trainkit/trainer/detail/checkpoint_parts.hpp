@@ -15,6 +15,7 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -250,12 +251,15 @@ TRAINKIT_INLINE void check_trainer_signature(const io::Checkpoint& ckpt,
   const auto it = ckpt.parts.find("trainer");
   if (it == ckpt.parts.end()) return;  // the parts list names what is missing
   const auto written_by = it->second.value<std::string>("signature");
-  auto as_0_2 = written_by;
-  const std::string graph_0_1 = "trainkit::parallel::CudaGraph>";
-  if (as_0_2.ends_with(graph_0_1))
-    as_0_2.replace(as_0_2.size() - graph_0_1.size(), graph_0_1.size(),
-                   "trainkit::parallel::Single>");
-  if (as_0_2 != signature) {
+  // Policies earlier versions named otherwise: (their name, today's).
+  static constexpr std::pair<std::string_view, std::string_view> kRenamed[] = {
+      {"trainkit::parallel::CudaGraph>", "trainkit::parallel::Single>"}};
+  auto as_now = written_by;
+  for (const auto& [then, now] : kRenamed) {
+    if (const auto at = as_now.find(then); at != std::string::npos)
+      as_now.replace(at, then.size(), now);
+  }
+  if (as_now != signature) {
     throw Error("trainkit: was written by " + written_by + ", not by this " + signature);
   }
 }

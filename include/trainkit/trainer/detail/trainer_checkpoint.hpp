@@ -76,6 +76,12 @@ struct TrainerCheckpoint {
   static void resume(T& t, const std::filesystem::path& from, bool if_present, TrainState& state,
                      Hooks& hooks) {
     const auto codec = io::checkpoint_codec("fit.resume_from", from.string());
+    if (!std::filesystem::exists(from)) {
+      if (if_present) return;  // the first run of a command that also restarts
+      throw Error("trainkit: fit.resume_from = \"" + from.string() +
+                  "\": no such file or folder; fit.resume_if_present = true starts fresh when "
+                  "there is no checkpoint yet");
+    }
     const auto found = io::read_newest_checkpoint(from, codec.read, if_present);
     if (!found) return;
     try {

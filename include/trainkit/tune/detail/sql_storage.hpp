@@ -24,6 +24,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "trainkit/tune/detail/schema_revision.hpp"
 #include "trainkit/tune/storage.hpp"
 #include "trainkit/version.hpp"
 
@@ -145,15 +146,6 @@ inline std::string render_sql(std::string_view sql, SqlDialect dialect) {
   }
   return out;
 }
-
-/// The revisions of Optuna's schema this storage reads and writes: 4.x's
-/// (the first, written in a new database), and 3.x's, whose tables are the same.
-inline constexpr std::string_view kOptunaRevisions[] = {"v3.2.0.a", "v3.0.0.d"};
-/// Optuna's revisions before those: `optuna storage upgrade` takes them on.
-inline constexpr std::string_view kOlderOptunaRevisions[] = {
-    "v0.9.0.a", "v1.2.0.a", "v1.3.0.a", "v2.4.0.a", "v2.6.0.a", "v3.0.0.a", "v3.0.0.b", "v3.0.0.c"};
-/// Optuna's frozen `version_info.schema_version`.
-inline constexpr int64_t kOptunaSchemaVersion = 12;
 
 /// Optuna's tables (Optuna 4's `create_all` on each database, and the
 /// revision row alembic would stamp).
@@ -621,24 +613,7 @@ class SqlStorage : public Storage {
     }
     const auto revision =
         run(false, [&] { return q("SELECT version_num FROM alembic_version", {}); });
-    const auto accepted = [&](const std::string& r) {
-      for (const auto a : kOptunaRevisions) {
-        if (r == a) return true;
-      }
-      return false;
-    };
-    if (revision.size() != 1 || !accepted(text(revision[0][0]))) {
-      const auto found = revision.size() == 1 ? text(revision[0][0]) : std::string("(none)");
-      const bool older =
-          std::find(std::begin(kOlderOptunaRevisions), std::end(kOlderOptunaRevisions), found) !=
-          std::end(kOlderOptunaRevisions);
-      throw Error("trainkit: " + db_->where() + " has Optuna schema revision " + found +
-                  "; this trainkit reads " + std::string(kOptunaRevisions[0]) + " (Optuna 4) and " +
-                  std::string(kOptunaRevisions[1]) + " (Optuna 3); " +
-                  (older ? "this older one needs `optuna storage upgrade` first"
-                         : "it is not one Optuna made before this trainkit: a newer trainkit "
-                           "may read it (upgrade trainkit, not the database)"));
-    }
+    check_schema_revision(db_->where(), revision.size() == 1 ? revision[0][0] : std::nullopt);
   }
 
  private:
