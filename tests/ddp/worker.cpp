@@ -459,8 +459,12 @@ void shards_resume(const std::filesystem::path& dir) {
     t.fit(RecordIds{&ids}, data, fit, callbacks...);
     return model;
   };
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
+  // Rank 0 alone clears the folder (all ranks at once raced on it); the
+  // first run's rendezvous waits for it before any rank writes there.
+  if (rank_env() == 0) {
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+  }
   std::vector<int64_t> unbroken_ids, first_ids, resumed_ids;
   auto unbroken = run(8, unbroken_ids, {.epochs = 2});
   run(9, first_ids, {.epochs = 2}, StopAt{stop_at, dir / "mid-epoch.ckpt"});
