@@ -22,6 +22,15 @@ awk -v a="$one" -v b="$two" 'BEGIN {
   match(b, /"samples_per_s": [0-9.]+/); s2 = substr(b, RSTART + 17, RLENGTH - 17)
   printf "{\"bench\": \"ddp_scaling_efficiency\", \"speedup_2_vs_1\": %.2f, \"efficiency\": %.2f}\n", s2 / s1, s2 / s1 / 2 }'
 bash scripts/launch.sh -n 2 -- "$BUILD/bench/bench_ddp" zero
+# Sharding strategies against DDP and the formulas, on 2 and 4 ranks; as root
+# in a network namespace of its own, so the loopback counts their bytes alone.
+for n in 2 4; do
+  if [ "$(id -u)" = 0 ] && command -v unshare >/dev/null; then
+    unshare -n bash -c "ip link set lo up && bash scripts/launch.sh -n $n -- $BUILD/bench/bench_sharding"
+  else
+    bash scripts/launch.sh -n "$n" -- "$BUILD/bench/bench_sharding"
+  fi
+done
 trainer_line=$("$BUILD/bench/bench_trainer"); echo "$trainer_line"
 "$BUILD/bench/bench_trainer" --pagefaults default
 "$BUILD/bench/bench_trainer" --pagefaults keep

@@ -7,13 +7,16 @@
 #include <vector>
 
 #include "../examples/gpt.hpp"
+#include "gpt_batches.hpp"
 #include "support.hpp"
 
 using namespace trainkit;
 
 namespace {
 
-constexpr int64_t kVocab = 24, kBlock = 16, kBatch = 4;
+using gpt_batches::kBlock;
+using gpt_batches::kVocab;
+using gpt_batches::micro_batch;
 
 /// make_gpt_reference.py's init(): the same formula, in the same order.
 void formula_init(examples::Gpt& model) {
@@ -26,24 +29,6 @@ void formula_init(examples::Gpt& model) {
     if (name.find("ln_") != std::string::npos && name.ends_with(".weight")) v = v + 1.0;
     p.copy_(v.to(at::kFloat).view_as(p));
   }
-}
-
-/// make_gpt_reference.py's micro_batch(m).
-examples::TokenBatch micro_batch(int64_t m) {
-  auto tokens = at::zeros({kBatch, kBlock}, at::kLong);
-  auto targets = at::full({kBatch, kBlock}, -100, at::kLong);
-  auto lengths = at::zeros({kBatch}, at::kLong);
-  for (int64_t b = 0; b < kBatch; ++b) {
-    const int64_t length = kBlock - 3 * ((m + b) % 4);
-    const int64_t start = (5 * m + 3 * b) % kVocab, stride = 1 + (m + 2 * b) % 3;
-    for (int64_t t = 0; t < length; ++t) {
-      tokens[b][t] = (start + stride * t) % kVocab;
-      targets[b][t] = (start + stride * (t + 1)) % kVocab;
-    }
-    lengths[b] = length;
-  }
-  const auto mask = at::arange(kBlock, at::kLong).unsqueeze(0).lt(lengths.unsqueeze(1));
-  return {{tokens, targets}, mask, lengths};
 }
 
 struct StepRecord {

@@ -7,6 +7,7 @@
 #include <trainkit/callbacks.hpp>
 #include <trainkit/optim.hpp>
 #include <trainkit/parallel/ddp.hpp>
+#include <trainkit/parallel/shard_grad_op.hpp>
 #include <trainkit/parallel/zero_sharded.hpp>
 #include <trainkit/trainkit.hpp>
 

@@ -238,6 +238,8 @@ concept ClipPolicy =
 //     void check_same(const std::string& what, const std::string& description);
 //     StateDict gather_optimizer_state(StateDict local, const ElementwiseState&);
 //     StateDict shard_optimizer_state(const StateDict& full, const ElementwiseState&) const;
+//     // optional: the gradients the update reads, when not `flat` (a shard)
+//     FlatParams& gradients(FlatParams& flat);
 //   };
 namespace detail {
 template <class P>

@@ -59,6 +59,7 @@ class ProcessGroup;
 class Single;
 class DDP;
 class ZeroSharded;
+class ShardGradOp;
 }  // namespace parallel
 namespace task {
 struct Classification;

@@ -111,6 +111,18 @@ class FlatParams {
     for (auto& g : groups_) g.grad.mul_(factor);
   }
 
+  /// A shard whose gradients are this rank's part of the whole (ZeRO-2, full
+  /// sharding) totals what it computes over its slices (a norm's sum of
+  /// powers, an inf flag) with the other ranks' through this; clip::Norm
+  /// and the loss scaler call it. The identity where every rank holds all.
+  enum class Reduction { Sum, Max };
+  using AcrossRanks = std::function<void(at::Tensor& partial, Reduction)>;
+  void set_across_ranks(AcrossRanks reduce) { across_ranks_ = std::move(reduce); }
+  bool spread_across_ranks() const { return static_cast<bool>(across_ranks_); }
+  void reduce_across_ranks(at::Tensor& partial, Reduction how) const {
+    if (across_ranks_) across_ranks_(partial, how);
+  }
+
  private:
   FlatGroup& group_for(const at::Tensor& p, size_t param_group);
   static void flatten(FlatGroup& g, at::MemoryFormat format);
@@ -119,6 +131,7 @@ class FlatParams {
   std::vector<ParamGroupInfo> param_groups_{{"default", {}}};
   /// Per parameter group: frozen (shared with this object's shards).
   std::shared_ptr<std::vector<char>> frozen_ = std::make_shared<std::vector<char>>(1, 0);
+  AcrossRanks across_ranks_;
 };
 
 #if TRAINKIT_DEFINITIONS

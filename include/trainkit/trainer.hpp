@@ -257,6 +257,11 @@ class Trainer {
   torch::nn::Module& model() { return model_.module(); }
   torch::Device device() const { return device_; }
   FlatParams& flat_params() { return flat_; }
+  /// The gradients the update reads: all of them, or this rank's shard (ZeRO-2, full sharding).
+  FlatParams& gradients() {
+    if constexpr (requires { parallel_.gradients(flat_); }) return parallel_.gradients(flat_);
+    return flat_;
+  }
   Optimizer& optimizer() { return optimizer_; }
   Scheduler& scheduler() { return schedules_.front(); }  ///< the default group's
   Precision& precision() { return precision_; }
@@ -334,9 +339,10 @@ class Trainer {
   /// rescaled to the mean over its `seen` of `n` micro-batches, unscale, clip.
   void prepare_update(int64_t seen, int64_t n) {
     parallel_.finish_sync(flat_);
-    if (seen != n) flat_.scale_grad(static_cast<double>(n) / static_cast<double>(seen));
-    precision_.unscale(flat_);
-    clip_.clip(flat_);
+    auto& grads = gradients();
+    if (seen != n) grads.scale_grad(static_cast<double>(n) / static_cast<double>(seen));
+    precision_.unscale(grads);
+    clip_.clip(grads);
   }
 
   /// The optimizer step unless `skip`, then the scale update and zeroing. A
@@ -353,7 +359,7 @@ class Trainer {
       parallel_.after_step(flat_);
     }
     precision_.update();
-    flat_.zero_grad();
+    gradients().zero_grad();
   }
 
   /// One micro-batch's share of the epoch's counters and loss.

@@ -12,6 +12,7 @@
 #include <trainkit/io/checkpoint.hpp>
 #include <trainkit/memory.hpp>
 #include <trainkit/parallel/ddp.hpp>
+#include <trainkit/parallel/shard_grad_op.hpp>
 #include <trainkit/parallel/zero_sharded.hpp>
 #include <trainkit/trainkit.hpp>
 
@@ -25,21 +26,18 @@
 #include <string>
 #include <thread>
 
+#include "worker_support.hpp"
+
 namespace tk = trainkit;
 using namespace std::chrono_literals;
 
 namespace {
 
-int rank_env() {
-  return std::stoi(std::getenv("RANK"));
-}
-int world_env() {
-  return std::stoi(std::getenv("WORLD_SIZE"));
-}
-
-void check(bool ok, const std::string& what) {
-  if (!ok) throw std::runtime_error("check failed: " + what);
-}
+using worker::check;
+using worker::ddp_options;
+using worker::max_rel_diff;
+using worker::rank_env;
+using worker::world_env;
 
 struct MlpImpl : torch::nn::Module {
   MlpImpl(int64_t hidden, bool extra) {
@@ -70,27 +68,8 @@ Loader make_loader(int64_t n, int64_t batch) {
                 {.batch_size = batch});
 }
 
-tk::parallel::DDP::Options ddp_options(int port_offset, std::chrono::milliseconds timeout = 60s) {
-  tk::parallel::DDP::Options o;
-  o.device = torch::Device(torch::kCPU);  // Gloo ranks on CPUs, also beside a GPU
-  o.timeout = timeout;
-  o.rendezvous.master_port = std::stoi(std::getenv("MASTER_PORT")) + port_offset;
-  return o;
-}
-
 template <class Opt, class Acc, class Par>
 using T = tk::Trainer<Opt, tk::sched::Constant, tk::precision::Fp32, Acc, tk::clip::None, Par>;
-
-double max_rel_diff(torch::nn::Module& a, torch::nn::Module& b) {
-  const auto pa = a.parameters(), pb = b.parameters();
-  double worst = 0;
-  for (size_t i = 0; i < pa.size(); ++i) {
-    const auto d = (pa[i] - pb[i]).abs().max().item<double>() /
-                   pb[i].abs().max().clamp_min(1e-30).item<double>();
-    worst = std::max(worst, d);
-  }
-  return worst;
-}
 
 // DDP with W ranks x batch 16/W equals one process with batch 16 (SGD with
 // momentum, 20 steps, 100 samples: the last batch of each epoch is short).
@@ -212,6 +191,7 @@ void captured_equals_eager(int port_offset, const char* name) {
 void captured() {
   captured_equals_eager<tk::parallel::DDP>(0, "DDP");
   captured_equals_eager<tk::parallel::ZeroSharded>(2, "ZeroSharded");
+  captured_equals_eager<tk::parallel::ShardGradOp>(4, "ShardGradOp");
 }
 
 // A checkpoint callback for the resume scenarios.
@@ -792,51 +772,26 @@ void any_batch() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::string scenario = argc > 1 ? argv[1] : "";
   const std::filesystem::path dir = argc > 2 ? argv[2] : ".";
-  try {
-    if (scenario == "parity")
-      parity();
-    else if (scenario == "zero_parity")
-      zero_parity();
-    else if (scenario == "zero_save")
-      zero_save(dir);
-    else if (scenario == "zero_resume")
-      zero_resume(dir);
-    else if (scenario == "zero_save_sgd")
-      zero_save_sgd(dir);
-    else if (scenario == "zero_resume_sgd")
-      zero_resume_sgd(dir);
-    else if (scenario == "early_stop")
-      early_stop();
-    else if (scenario == "killed_rank")
-      lost_rank(false);
-    else if (scenario == "hung_rank")
-      lost_rank(true);
-    else if (scenario == "mismatch")
-      mismatch();
-    else if (scenario == "unused")
-      unused();
-    else if (scenario == "buffers")
-      buffers();
-    else if (scenario == "recipes")
-      recipes();
-    else if (scenario == "captured")
-      captured();
-    else if (scenario == "any_batch")
-      any_batch();
-    else if (scenario == "torchrun")
-      torchrun();
-    else if (scenario == "shards")
-      shards(), shards_resume(dir);
-    else if (scenario == "elastic")
-      elastic(dir);
-    else
-      throw std::runtime_error("unknown scenario \"" + scenario + "\"");
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "rank %s: %s\n", std::getenv("RANK"), e.what());
-    return 1;
-  }
-  std::printf("rank %d: %s (ok)\n", rank_env(), scenario.c_str());
-  return 0;
+  return worker::run(argc, argv,
+                     {
+                         {"parity", [&] { parity(); }},
+                         {"zero_parity", [&] { zero_parity(); }},
+                         {"zero_save", [&] { zero_save(dir); }},
+                         {"zero_resume", [&] { zero_resume(dir); }},
+                         {"zero_save_sgd", [&] { zero_save_sgd(dir); }},
+                         {"zero_resume_sgd", [&] { zero_resume_sgd(dir); }},
+                         {"early_stop", [&] { early_stop(); }},
+                         {"killed_rank", [&] { lost_rank(false); }},
+                         {"hung_rank", [&] { lost_rank(true); }},
+                         {"mismatch", [&] { mismatch(); }},
+                         {"unused", [&] { unused(); }},
+                         {"buffers", [&] { buffers(); }},
+                         {"recipes", [&] { recipes(); }},
+                         {"captured", [&] { captured(); }},
+                         {"any_batch", [&] { any_batch(); }},
+                         {"torchrun", [&] { torchrun(); }},
+                         {"shards", [&] { shards(), shards_resume(dir); }},
+                         {"elastic", [&] { elastic(dir); }},
+                     });
 }

@@ -14,6 +14,7 @@
 #include <atomic>
 #include <cstdint>
 #include <limits>
+#include <new>
 
 #include "trainkit/detail/compat.hpp"
 #include "trainkit/error.hpp"
@@ -47,21 +48,29 @@ class CountingAllocator final : public c10::Allocator {
                        " bytes would go past the meter's limit of ", limit - limit_base_.load(),
                        " bytes (", now - bytes - limit_base_.load(), " held)");
     }
-    c10::DataPtr inner;
+    for (int64_t peak = peak_.load(); now > peak && !peak_.compare_exchange_weak(peak, now);) {
+    }
     try {
-      inner = base_->allocate(n);
+      if (base_->raw_deleter() != nullptr) {
+        // ATen's kernels take scratch memory through raw_allocate, which
+        // needs a pointer that is its own context: the count goes in a
+        // header before the data.
+        auto* block = static_cast<char*>(base_->raw_allocate(n + kHeader));
+        new (block) Header{bytes, base_->raw_deleter()};
+        return {block + kHeader, block + kHeader, &release_raw, c10::Device(c10::kCPU)};
+      }
+      c10::DataPtr inner = base_->allocate(n);
+      void* data = inner.get();
+      const auto device = inner.device();
+      return {data, new Held{std::move(inner), bytes}, &release, device};
     } catch (...) {
       now_.fetch_sub(bytes);
       throw;
     }
-    void* data = inner.get();
-    const auto device = inner.device();
-    auto* held = new Held{std::move(inner), bytes};
-    for (int64_t peak = peak_.load(); now > peak && !peak_.compare_exchange_weak(peak, now);) {
-    }
-    return {data, held, &release, device};
   }
-  c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
+  c10::DeleterFnPtr raw_deleter() const override {
+    return base_->raw_deleter() != nullptr ? &release_raw : nullptr;
+  }
 #if TRAINKIT_TORCH_AT_LEAST(2, 3)
   void copy_data(void* dest, const void* src, std::size_t count) const override {
     default_copy_data(dest, src, count);
@@ -99,6 +108,18 @@ class CountingAllocator final : public c10::Allocator {
     auto* held = static_cast<Held*>(ctx);
     instance().now_.fetch_sub(held->bytes);
     delete held;  // frees through the inner allocator's deleter
+  }
+  struct Header {
+    int64_t bytes;
+    c10::DeleterFnPtr free_block;  ///< the base allocator's raw deleter
+  };
+  static constexpr size_t kHeader = 64;  // keeps the data at the base's 64-byte alignment
+  static_assert(sizeof(Header) <= kHeader);
+  static void release_raw(void* data) {
+    auto* block = static_cast<char*>(data) - kHeader;
+    const auto header = *reinterpret_cast<Header*>(block);
+    instance().now_.fetch_sub(header.bytes);
+    header.free_block(block);
   }
   c10::Allocator* base_ = nullptr;
   // allocate() is const before LibTorch 2.3

@@ -72,6 +72,12 @@ class SGD : public detail::GroupedOptions<SGDOptions> {
   /// (listed before the first step makes them, so a resume can shard them).
   ElementwiseState elementwise_state() const;
   void load_state_dict(const StateDict& d);
+  /// Bytes held between steps besides the state (the unfused step's buffers).
+  int64_t workspace_bytes() const {
+    int64_t bytes = 0;
+    for (const auto& t : scratch_) bytes += t.defined() ? int64_t(t.nbytes()) : 0;
+    return bytes;
+  }
 
  private:
   static std::string buffer_name(size_t group) {

@@ -29,6 +29,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -58,6 +59,10 @@ class DDP {
     bool find_unused_parameters = false;
     std::chrono::milliseconds timeout = std::chrono::minutes(30);  ///< per collective
     Rendezvous rendezvous{};  ///< explicit rank/world/master, else from the environment
+    /// Called on this rank's thread before each gradient collective and each
+    /// all-gather of parameters, with the collective's name: tracing, or a
+    /// test delaying ranks to expose ordering bugs.
+    std::function<void(const std::string& collective)> before_collective{};
   };
 
   DDP() : DDP(Options{}) {}
@@ -80,7 +85,7 @@ class DDP {
   }
   DDP(const DDP&) = delete;  // the gradient hooks point at this object
   DDP& operator=(const DDP&) = delete;
-  ~DDP() { remove_hooks(); }
+  virtual ~DDP() { remove_hooks(); }
 
   torch::Device device() const { return device_; }
   int rank() const { return env_.rank; }
@@ -154,7 +159,7 @@ class DDP {
         b.begin = g.offsets[k];
         b.params.push_back(slots_.size());
         b.grad = g.grad.narrow(0, b.begin, b.end - b.begin);
-        slots_.push_back({p, buckets_.size() - 1, false});
+        slots_.push_back({p, buckets_.size() - 1, g.offsets[k], false});
       }
     }
     for (size_t i = 0; i < buckets_.size(); ++i) {
@@ -185,26 +190,14 @@ class DDP {
   /// leaves every rank with the mean gradient.
   void finish_sync(FlatParams& flat) {
     if (buckets_.empty()) attach(flat);  // used outside a Trainer: no hooks ran
-    std::string unused;
-    for (auto& slot : slots_) {
-      if (slot.ready) continue;
-      if (!options_.find_unused_parameters && any_ready_) unused += " " + name_of(slot.param);
-      mark_ready(slot);  // no gradient this step: its slice holds zeros (or earlier micro-batches)
-    }
-    if (!unused.empty()) {
-      throw Error("trainkit: rank " + std::to_string(env_.rank) +
-                  ": these parameters got no gradient in this step:" + unused +
-                  ". Set parallel.find_unused_parameters = true if that is intended, or make "
-                  "the loss depend on them");
-    }
-    for (size_t i = 0; i < buckets_.size(); ++i) {
-      group_->wait(buckets_[i].work, buckets_[i].name);
-      buckets_[i].work.reset();
+    start_unready_buckets();
+    for (auto& b : buckets_) {
+      if (!b.work) continue;
+      group_->wait(b.work, b.name);
+      b.work.reset();
     }
     reset_window();
-    if (options_.broadcast_buffers && !buffers_.empty()) {
-      broadcast_from_main(buffers_, "broadcast of rank 0's buffers");
-    }
+    sync_buffers();
   }
 
   // ---- collectives the Trainer uses for metrics, stops and checkpoints ----
@@ -220,6 +213,8 @@ class DDP {
     return full;
   }
   void after_step(FlatParams&) {}
+  /// The gradients the update reads: every rank holds all of them.
+  FlatParams& gradients(FlatParams& flat) { return flat; }
 
   /// Buckets of the open step already started (all-reducing in the background).
   size_t buckets_started() const { return next_; }
@@ -232,6 +227,66 @@ class DDP {
   }
 
  protected:
+  struct Bucket {
+    size_t group = 0;
+    int64_t begin = 0, end = 0;  ///< elements of the group's flat gradient
+    at::Tensor grad;             ///< that slice
+    std::vector<size_t> params;  ///< slots in it
+    size_t pending = 0;
+    ProcessGroup::Work work;
+    std::string name;  ///< for errors, made once in attach()
+  };
+  struct Slot {
+    at::Tensor param;
+    size_t bucket;
+    int64_t offset;  ///< of the parameter in its group's flat buffers
+    bool ready;
+  };
+
+  /// Starts bucket `index`'s collective, all its gradients in: DDP divides
+  /// by the world size and all-reduces the slice in place.
+  virtual void start_bucket(size_t index) {
+    auto& b = buckets_[index];
+    if (options_.before_collective) options_.before_collective(b.name);
+    b.grad.div_(static_cast<double>(env_.world_size));
+    b.work = group_->all_reduce_async(b.grad);
+  }
+  /// A parameter's gradient is complete in its `.grad()` (DDP: already in
+  /// the bucket, a view of the flat gradient).
+  virtual void take_grad(Slot&) {}
+
+  /// Counts the parameters that got no gradient as ready (their slices hold
+  /// zeros, or earlier micro-batches'), which starts every bucket left; an
+  /// error names them unless find_unused_parameters allows them.
+  void start_unready_buckets() {
+    std::string unused;
+    for (auto& slot : slots_) {
+      if (slot.ready) continue;
+      if (!options_.find_unused_parameters && any_ready_) unused += " " + name_of(slot.param);
+      mark_ready(slot);
+    }
+    if (!unused.empty()) {
+      throw Error("trainkit: rank " + std::to_string(env_.rank) +
+                  ": these parameters got no gradient in this step:" + unused +
+                  ". Set parallel.find_unused_parameters = true if that is intended, or make "
+                  "the loss depend on them");
+    }
+  }
+
+  /// Every rank counts its gradients anew (the next step, or micro-batch).
+  void reset_window() {
+    for (auto& b : buckets_) b.pending = b.params.size();
+    for (auto& s : slots_) s.ready = false;
+    next_ = 0;
+    any_ready_ = false;
+  }
+
+  void sync_buffers() {
+    if (options_.broadcast_buffers && !buffers_.empty()) {
+      broadcast_from_main(buffers_, "broadcast of rank 0's buffers");
+    }
+  }
+
   void broadcast_from_main(const std::vector<at::Tensor>& tensors, const std::string& what) {
     std::vector<ProcessGroup::Work> works;
     std::vector<std::pair<at::Tensor, at::Tensor>> copies;  // (target, contiguous stand-in)
@@ -255,23 +310,10 @@ class DDP {
   Options options_;
   Environment env_;
   std::shared_ptr<ProcessGroup> group_;
+  std::vector<Bucket> buckets_;
+  std::vector<Slot> slots_;
 
  private:
-  struct Bucket {
-    size_t group = 0;
-    int64_t begin = 0, end = 0;  ///< elements of the group's flat gradient
-    at::Tensor grad;             ///< that slice
-    std::vector<size_t> params;  ///< slots in it
-    size_t pending = 0;
-    ProcessGroup::Work work;
-    std::string name;  ///< for errors, made once in attach()
-  };
-  struct Slot {
-    at::Tensor param;
-    size_t bucket;
-    bool ready;
-  };
-
   double bucket_bytes() const { return options_.bucket_mb * 1024.0 * 1024.0; }
 
   static std::string describe(const std::string& name, const at::Tensor& t) {
@@ -325,6 +367,7 @@ class DDP {
                   "without defer_sync)");
     }
     any_ready_ = true;
+    take_grad(slot);
     mark_ready(slot);
   }
 
@@ -335,25 +378,12 @@ class DDP {
 
   /// Starts the ready buckets at the front of the line, in index order.
   void launch_ready() {
-    while (next_ < buckets_.size() && buckets_[next_].pending == 0) {
-      auto& b = buckets_[next_++];
-      b.grad.div_(static_cast<double>(env_.world_size));
-      b.work = group_->all_reduce_async(b.grad);
-    }
-  }
-
-  void reset_window() {
-    for (auto& b : buckets_) b.pending = b.params.size();
-    for (auto& s : slots_) s.ready = false;
-    next_ = 0;
-    any_ready_ = false;
+    while (next_ < buckets_.size() && buckets_[next_].pending == 0) start_bucket(next_++);
   }
 
   torch::Device device_{torch::kCPU};
   std::vector<at::Tensor> buffers_;  ///< the model's, listed once in prepare()
   std::unordered_map<const void*, std::string> names_;
-  std::vector<Bucket> buckets_;
-  std::vector<Slot> slots_;
   std::vector<std::pair<std::shared_ptr<torch::autograd::Node>, uintptr_t>> hooks_;
   c10::StreamId hooks_stream_ = 0;  ///< the stream the hooked accumulators run on
   size_t next_ = 0;

@@ -112,6 +112,17 @@ class ProcessGroup {
     return pg_->broadcast(tensors, o);
   }
 
+  /// Starts a reduction of one contiguous tensor into `root`'s copy (the
+  /// others' copies are scratch afterwards): a reduce-scatter is one per owner.
+  Work reduce_async(const at::Tensor& t, int root, Op op = c10d::ReduceOp::SUM) {
+    std::vector<at::Tensor> tensors{t};
+    c10d::ReduceOptions o;
+    o.reduceOp = op;
+    o.rootRank = root;
+    o.timeout = timeout_;
+    return pg_->reduce(tensors, o);
+  }
+
   /// Waits for `work`; on failure or timeout throws an Error naming `what`.
   /// Under CUDA graph capture the wait is recorded (the stream waits for the
   /// collective) and nothing is polled: the host cannot query a captured event.

@@ -36,6 +36,7 @@ class ZeroSharded : public DDP {
 
   /// After the optimizer step: every rank sends its updated slice to all.
   void after_step(FlatParams& flat) {
+    if (options_.before_collective) options_.before_collective("all-gather of updated parameters");
     std::vector<ProcessGroup::Work> works;
     for (auto& g : flat.groups()) {
       for (int r = 0; r < world_size(); ++r) {

@@ -49,6 +49,7 @@ class GradScaler {
   at::Tensor scale(const at::Tensor& loss) const { return loss * scale_; }
 
   /// Divides every gradient by the scale and records whether any is inf/NaN.
+  /// Over a shard of gradients spread across ranks, any rank's inf counts for all.
   void unscale(FlatParams& params) {
     torch::NoGradGuard no_grad;
     found_inf_.zero_();
@@ -58,13 +59,14 @@ class GradScaler {
         std::vector<at::Tensor> grads{g.grad};
         at::_amp_foreach_non_finite_check_and_unscale_(grads, found_inf_, inv_scale);
       }
-      return;
+    } else {
+      // The same value read from host memory: no tensors made, nothing to wait for.
+      const auto inv_scale = static_cast<float>(1.0 / double(*scale_.data_ptr<float>()));
+      for (auto& g : params.groups()) {
+        if (unscale_cpu(g.grad, inv_scale)) *found_inf_.data_ptr<float>() = 1.0f;
+      }
     }
-    // The same value read from host memory: no tensors made, nothing to wait for.
-    const auto inv_scale = static_cast<float>(1.0 / double(*scale_.data_ptr<float>()));
-    for (auto& g : params.groups()) {
-      if (unscale_cpu(g.grad, inv_scale)) *found_inf_.data_ptr<float>() = 1.0f;
-    }
+    params.reduce_across_ranks(found_inf_, FlatParams::Reduction::Max);
   }
 
   /// Whether the last unscale found inf/NaN (a host read on CUDA, as in PyTorch).

@@ -67,7 +67,7 @@ class Snapshot {
       trainer_.precision().load_state_dict(precision_);
     trainer_.optimizer().set_lr(lr_);
     trainkit::detail::RngPart{}.load_state_dict(rng_);
-    trainer_.flat_params().zero_grad();
+    trainer_.gradients().zero_grad();
   }
 
  private:

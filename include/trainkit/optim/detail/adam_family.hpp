@@ -72,6 +72,13 @@ class AdamFamily : public GroupedOptions<OptionsT> {
   ElementwiseState elementwise_state() const;
   void load_state_dict(const StateDict& d);
   std::vector<at::Tensor>& exp_avg_sq() { return exp_avg_sq_; }
+  /// Bytes held between steps besides the state: the unfused step's
+  /// denominator buffer, one per flat group (so no step allocates).
+  int64_t workspace_bytes() const {
+    int64_t bytes = 0;
+    for (const auto& t : scratch_) bytes += t.defined() ? int64_t(t.nbytes()) : 0;
+    return bytes;
+  }
 
  private:
   /// f(state-dict name, tensor, flat group) for each per-element moment.

@@ -256,7 +256,7 @@ class CapturedSteps {
       blocker_ = reason;
       inputs_.reset();
       static_tensors_.clear();
-      t.flat_.zero_grad();
+      t.gradients().zero_grad();
       report(t, state);
       return false;
     }

@@ -1,0 +1,349 @@
+// One process of the sharding tests: each sharding strategy trains as DDP
+// does, step by step, as PyTorch tests FSDP. CTest starts N of these through
+// scripts/launch.sh; argv[1] names the scenario. Every collective of the
+// sharded runs is preceded by a delay that differs between ranks and steps,
+// so a rank that reads a buffer before its collective ends, or ranks that
+// issue collectives in different orders, show as a wrong number or a hang.
+#include <torch/torch.h>
+
+#include <trainkit/io/checkpoint.hpp>
+#include <trainkit/memory.hpp>
+#include <trainkit/parallel/ddp.hpp>
+#include <trainkit/parallel/shard_grad_op.hpp>
+#include <trainkit/trainkit.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "../../examples/gpt.hpp"
+#include "../gpt_batches.hpp"
+#include "worker_support.hpp"
+
+namespace tk = trainkit;
+using worker::check;
+using worker::rank_env;
+using worker::world_env;
+
+namespace {
+
+using gpt_batches::kBlock;
+using gpt_batches::kVocab;
+using gpt_batches::micro_batch;
+
+/// Options with a rank- and call-dependent sleep (0-4 ms) before each collective.
+tk::parallel::DDP::Options delayed(int port_offset) {
+  auto o = worker::ddp_options(port_offset);
+  o.before_collective = [calls = 0](const std::string&) mutable {
+    const int ms = (rank_env() * 3 + calls++) % 5;
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  };
+  return o;
+}
+
+examples::Gpt make_gpt() {
+  torch::manual_seed(7);
+  examples::Gpt model(examples::GptConfig{
+      .vocab_size = kVocab, .block_size = kBlock, .n_layer = 2, .n_head = 4, .n_embd = 32});
+  examples::init_like_nanogpt(model);
+  return model;
+}
+
+struct StepRecord {
+  std::vector<double>* losses;
+  std::vector<double>* norms;
+  void on_step_end(tk::TrainState& s) {
+    losses->push_back(s.loss());
+    norms->push_back(s.grad_norm().value_or(-1.0));
+  }
+};
+
+struct Run {
+  std::vector<double> losses, norms;
+  tk::FitResult result;
+};
+
+template <class Par>
+using GptTrainer = tk::Trainer<tk::optim::AdamW, tk::sched::WarmupCosine, tk::precision::Fp32,
+                               tk::accumulate::Every<2>, tk::clip::Norm, Par>;
+
+/// 20 steps of nanoGPT's recipe (two parameter groups, warm-up and cosine,
+/// Every<2>, clip 1.0) on this rank's 40 micro-batches.
+template <class Par>
+Run train_gpt(examples::Gpt& model, int port_offset) {
+  GptTrainer<Par> trainer(model,
+                          {.optim = {.lr = 3e-3, .beta1 = 0.9, .beta2 = 0.95, .weight_decay = 0.1},
+                           .sched = {.warmup_steps = 5, .start_factor = 0.1, .eta_min = 3e-4},
+                           .clip = {.max_norm = 1.0},
+                           .parallel = delayed(port_offset),
+                           .param_groups = {tk::params::no_weight_decay()}});
+  std::vector<examples::TokenBatch> batches;
+  for (int64_t m = 0; m < 40; ++m) batches.push_back(micro_batch(m * world_env() + rank_env()));
+  Run run;
+  run.result =
+      trainer.fit(examples::LanguageModelling{}, batches, {.epochs = 1, .data_is_per_rank = true},
+                  StepRecord{&run.losses, &run.norms});
+  if constexpr (std::is_same_v<Par, tk::parallel::ShardGradOp>) {
+    // No rank holds the whole gradient: the parameters have none, the flat
+    // buffers none, and the shard is this rank's slice.
+    for (const auto& p : model->parameters()) check(!p.grad().defined(), "no parameter gradient");
+    const auto& flat = trainer.flat_params();
+    auto& mine = trainer.gradients();
+    for (size_t g = 0; g < flat.groups().size(); ++g) {
+      const auto [begin, end] =
+          tk::FlatParams::shard_range(flat.groups()[g].numel(), rank_env(), world_env());
+      check(flat.groups()[g].grad.numel() == 0, "no full flat gradient");
+      check(mine.groups()[g].grad.numel() == end - begin,
+            "the gradient shard is this rank's slice");
+    }
+  }
+  return run;
+}
+
+/// worker::max_rel_diff, but for the attention's key bias: softmax is
+/// invariant to it, so its gradient is zero up to rounding, and AdamW's
+/// normalised step follows that noise in whatever order a strategy sums it
+/// (about 2e-4 apart after 20 steps, between any two reduction orders).
+double max_rel_diff_but_key_bias(torch::nn::Module& a, torch::nn::Module& b) {
+  double worst = 0;
+  const auto theirs = b.named_parameters();
+  for (const auto& item : a.named_parameters()) {
+    auto x = item.value().detach(), y = theirs[item.key()].detach();
+    if (item.key().ends_with("attn.c_attn.bias")) {  // [query | key | value]
+      const auto n = x.numel() / 3;
+      x = at::cat({x.narrow(0, 0, n), x.narrow(0, 2 * n, n)});
+      y = at::cat({y.narrow(0, 0, n), y.narrow(0, 2 * n, n)});
+    }
+    worst = std::max(
+        worst, (x - y).abs().max().item<double>() / y.abs().max().clamp_min(1e-30).item<double>());
+  }
+  return worst;
+}
+
+double rel(double a, double b) {
+  return std::abs(a - b) / std::max(std::abs(b), 1e-30);
+}
+
+/// The strategy's losses, gradient norms and final parameters against DDP's.
+template <class Par>
+void compare_with_ddp(const char* name, const Run& ddp, examples::Gpt& ddp_model, int port) {
+  auto model = make_gpt();
+  const auto run = train_gpt<Par>(model, port);
+  check(run.result.steps == 20 && run.losses.size() == 20, std::string(name) + ": 20 steps");
+  double loss = 0, norm = 0;
+  for (size_t s = 0; s < run.losses.size(); ++s) {
+    loss = std::max(loss, rel(run.losses[s], ddp.losses[s]));
+    norm = std::max(norm, rel(run.norms[s], ddp.norms[s]));
+  }
+  const double params = max_rel_diff_but_key_bias(*model, *ddp_model);
+  std::printf(
+      "rank %d of %d: %s vs DDP, 20 steps: losses %.3g, gradient norms %.3g, "
+      "parameters %.3g (max relative differences)\n",
+      rank_env(), world_env(), name, loss, norm, params);
+  check(loss <= 1e-6 && norm <= 1e-6 && params <= 1e-6,
+        std::string(name) + " equals DDP within 1e-6 step by step");
+  check(run.losses.back() < 0.9 * run.losses.front(), std::string(name) + " learned");
+}
+
+void gpt_parity() {
+  auto ddp_model = make_gpt();
+  const auto ddp = train_gpt<tk::parallel::DDP>(ddp_model, 0);
+  compare_with_ddp<tk::parallel::ShardGradOp>("ShardGradOp (ZeRO-2)", ddp, ddp_model, 1);
+}
+
+// ---- sizes the world size does not divide, and ranks with empty shards ----
+struct TinyImpl : torch::nn::Module {
+  TinyImpl() {
+    fc1 = register_module("fc1", torch::nn::Linear(5, 7));
+    fc2 = register_module("fc2", torch::nn::Linear(7, 1));
+  }
+  at::Tensor forward(at::Tensor x) { return fc2(torch::tanh(fc1(x))); }
+  torch::nn::Linear fc1{nullptr}, fc2{nullptr};
+};
+TORCH_MODULE(Tiny);
+
+/// Regression, and on rank 0's fifth micro-batch a term whose gradient is
+/// inf in fc1.bias[6] alone: under sharding only that element's owner (the
+/// last rank) sees it, and every rank must skip the step.
+struct OneInfGradient {
+  int64_t calls = 0;
+  tk::StepOutput step(Tiny& model, const tk::data::Batch& b) {
+    auto loss = torch::mse_loss(model(b.input), b.target);
+    if (rank_env() == 0 && calls++ == 4) loss = loss + model->fc1->bias[6] * INFINITY;
+    return {loss};
+  }
+};
+
+struct TinyRun {
+  Tiny model;
+  tk::FitResult result;
+  double loss_scale;
+};
+
+/// A one-element parameter group (fc2.bias: all ranks but one hold none of
+/// it) and groups of 42 and 7 elements; fp32 with loss scaling; 12 batches
+/// of 4 per rank and epoch.
+template <class Par, class TaskT, class... Callbacks>
+TinyRun train_tiny(int port_offset, TaskT task, const tk::FitOptions& fit, Callbacks... callbacks) {
+  torch::manual_seed(3);
+  Tiny model;
+  tk::Trainer<tk::optim::AdamW, tk::sched::Constant, tk::precision::Fp16, tk::accumulate::Every<2>,
+              tk::clip::Norm, Par>
+      trainer(model, {.optim = {.lr = 1e-2, .weight_decay = 0.01},
+                      .precision = {.autocast = false},
+                      .clip = {.max_norm = 0.5},
+                      .parallel = delayed(port_offset),
+                      .param_groups = {{"head bias",
+                                        tk::params::name_matches("fc2\\.bias"),
+                                        {.lr_scale = 2.0, .weight_decay = 0.0}},
+                                       {"biases", tk::params::below_2d(), {.weight_decay = 0.0}}}});
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(100 + rank_env());
+  const auto x = at::randn({48, 5}, gen);
+  const auto y = x.sum(1, true).sin();
+  std::vector<tk::data::Batch> data;
+  for (int64_t i = 0; i < 48; i += 4) data.push_back({x.narrow(0, i, 4), y.narrow(0, i, 4)});
+  auto result = trainer.fit(task, data, fit, callbacks...);
+  return {model, std::move(result), trainer.precision().scaler().scale_value()};
+}
+
+/// One step skipped for an inf gradient that one shard holds.
+void odd_sizes() {
+  const tk::FitOptions fit{.epochs = 2, .data_is_per_rank = true};
+  auto ddp = train_tiny<tk::parallel::DDP>(0, OneInfGradient{}, fit);
+  auto zero2 = train_tiny<tk::parallel::ShardGradOp>(1, OneInfGradient{}, fit);
+  for (const auto* run : {&ddp, &zero2}) {
+    check(run->result.steps == 12, "12 steps");
+    check(run->loss_scale == 32768.0, "the inf step skipped, scale halved");
+  }
+  const double err = worker::max_rel_diff(*zero2.model, *ddp.model);
+  std::printf(
+      "rank %d of %d: ShardGradOp vs DDP, odd sizes, empty shards, an inf in one shard: %.3g\n",
+      rank_env(), world_env(), err);
+  check(err <= 1e-6, "ShardGradOp equals DDP on odd sizes, empty shards and skipped steps");
+}
+
+// ---- a checkpoint's sharded state goes back where it was ----
+struct SaveAt {
+  int64_t step;
+  std::filesystem::path file;
+  void on_step_end(tk::TrainState& s) {
+    if (s.step == step) s.save_checkpoint(file);
+  }
+};
+
+/// Saved at step 5 of 12 (inside the first of two epochs) and resumed by a
+/// new trainer: bitwise equal to a run never stopped.
+void resume(const std::filesystem::path& dir) {
+  std::error_code ignored;  // every rank makes it; one wins
+  std::filesystem::create_directories(dir, ignored);
+  const auto file = dir / "shard_grad_op.ckpt";
+  using Zero2 = tk::parallel::ShardGradOp;
+  const tk::FitOptions whole{.epochs = 2, .data_is_per_rank = true};
+  auto unbroken = train_tiny<Zero2>(0, tk::task::Regression{}, whole);
+  auto first = whole;
+  first.max_steps = 5;
+  train_tiny<Zero2>(1, tk::task::Regression{}, first, SaveAt{5, file});
+  auto rest = whole;
+  rest.resume_from = file;
+  auto resumed = train_tiny<Zero2>(2, tk::task::Regression{}, rest);
+  const double err = worker::max_rel_diff(*resumed.model, *unbroken.model);
+  std::printf("rank %d of %d: ShardGradOp resumed at step 5 vs unbroken: %.3g\n", rank_env(),
+              world_env(), err);
+  check(resumed.result.steps == 12 && err == 0.0,
+        "a resumed ShardGradOp run equals an unbroken one");
+}
+
+// ---- memory: what each strategy holds, against the ZeRO paper's formulas ----
+/// Nine layers (0.48M parameters): buckets of about one layer each.
+torch::nn::Sequential deep_mlp() {
+  torch::manual_seed(5);
+  torch::nn::Sequential net(torch::nn::Linear(64, 256), torch::nn::Tanh());
+  for (int i = 0; i < 7; ++i) {
+    net->push_back(torch::nn::Linear(256, 256));
+    net->push_back(torch::nn::Tanh());
+  }
+  net->push_back(torch::nn::Linear(256, 1));
+  return net;
+}
+constexpr double kBucketMb = 0.25;
+
+struct Held {
+  tk::memory::Footprint at_rest;
+  int64_t counted = 0;  ///< CPU tensor bytes held at rest, by the meter
+  int64_t peak = 0;     ///< the most held during one more step
+  int64_t params = 0;
+  int64_t largest_bucket = 0;  ///< bytes
+};
+
+/// AdamW in fp32, clip::Norm: two steps (the state exists), then one more
+/// under the meter's peak.
+template <class Par>
+Held measure(int port_offset) {
+  auto net = deep_mlp();
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(9 + rank_env());
+  std::vector<tk::data::Batch> data;
+  for (int i = 0; i < 3; ++i) data.push_back({at::randn({32, 64}, gen), at::randn({32, 1}, gen)});
+  Held held;
+  tk::memory::CpuMeter meter;
+  auto options = worker::ddp_options(port_offset);
+  options.bucket_mb = kBucketMb;
+  tk::Trainer<tk::optim::AdamW, tk::sched::Constant, tk::precision::Fp32, tk::accumulate::None,
+              tk::clip::Norm, Par>
+      trainer(net, {.parallel = options});
+  trainer.fit(tk::task::Regression{}, data, {.max_steps = 2, .data_is_per_rank = true});
+  held.at_rest = tk::memory::footprint(trainer);
+  held.counted = meter.bytes();
+  meter.reset_peak();
+  trainer.fit(tk::task::Regression{}, data, {.max_steps = 1, .data_is_per_rank = true});
+  held.peak = meter.peak_bytes();
+  held.params = trainer.flat_params().numel();
+  for (const auto& [begin, size] : trainer.parallel().bucket_ranges())
+    held.largest_bucket = std::max(held.largest_bucket, size * 4);
+  return held;
+}
+
+void memory() {
+  const auto ddp = measure<tk::parallel::DDP>(0);
+  const auto zero1 = measure<tk::parallel::ZeroSharded>(1);
+  const auto zero2 = measure<tk::parallel::ShardGradOp>(2);
+  const double P = double(ddp.params), W = world_env();
+  const auto report = [&](const char* name, const Held& h, double formula) {
+    std::printf(
+        "rank %d of %d: %-12s at rest %7.3f MB (params %.3f, grads %.3f, optimizer "
+        "%.3f + %.3f; counted %.3f; formula %.3f), step peak %7.3f MB\n",
+        rank_env(), world_env(), name, h.at_rest.total() / 1e6, h.at_rest.parameters / 1e6,
+        h.at_rest.gradients / 1e6, h.at_rest.optimizer_state / 1e6,
+        h.at_rest.optimizer_workspace / 1e6, h.counted / 1e6, formula / 1e6, h.peak / 1e6);
+    check(std::abs(double(h.at_rest.total()) - formula) <= 0.1 * formula,
+          std::string(name) + ": at rest within 10% of the formula");
+    check(std::abs(double(h.counted - h.at_rest.total())) <= 0.05 * double(h.at_rest.total()),
+          std::string(name) + ": the meter counts what the footprint names, within 5%");
+  };
+  // fp32 AdamW, unfused: per parameter 4 bytes of it, 4 of gradient, 8 of
+  // state and 4 of the step's workspace (the ZeRO paper's K = 12).
+  report("DDP", ddp, 20 * P);
+  report("ZeroSharded", zero1, 8 * P + 12 * P / W);
+  report("ShardGradOp", zero2, 4 * P + 16 * P / W);
+  // Within a step ZeRO-2 holds DDP's extra (activations, each gradient as
+  // autograd makes it) and at most three buckets (two in flight, one
+  // filling), never the whole gradient, as FSDP's memory test asserts.
+  const int64_t bound = zero2.counted + (ddp.peak - ddp.counted) + 3 * zero2.largest_bucket;
+  std::printf("rank %d: ShardGradOp's step peak %.3f MB, bound %.3f MB; a whole gradient %.3f MB\n",
+              rank_env(), zero2.peak / 1e6, bound / 1e6, 4 * P / 1e6);
+  check(zero2.peak <= bound, "ShardGradOp's step peak within DDP's extra and three buckets");
+  check(3 * zero2.largest_bucket < 4 * P, "the bound is below a whole gradient");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::filesystem::path dir = argc > 2 ? argv[2] : ".";
+  return worker::run(
+      argc, argv,
+      {{"gpt_parity", gpt_parity}, {"odd_sizes", odd_sizes}, {"memory", memory}, {"resume", [&] {
+                                                                                    resume(dir);
+                                                                                  }}});
+}
