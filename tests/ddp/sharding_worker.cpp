@@ -225,6 +225,56 @@ void odd_sizes() {
   check(err <= 1e-6, "ShardGradOp equals DDP on odd sizes, empty shards and skipped steps");
 }
 
+// ---- parameters without a gradient, inside an accumulation window ----
+struct HalfUsedImpl : torch::nn::Module {
+  HalfUsedImpl() {
+    fc = register_module("fc", torch::nn::Linear(5, 1));
+    unused = register_module("unused", torch::nn::Linear(3, 3));
+  }
+  at::Tensor forward(at::Tensor x) { return fc(x); }
+  torch::nn::Linear fc{nullptr}, unused{nullptr};
+};
+TORCH_MODULE(HalfUsed);
+
+template <class Par>
+HalfUsed train_half_used(int port_offset, bool find_unused) {
+  torch::manual_seed(4);
+  HalfUsed model;
+  auto options = delayed(port_offset);
+  options.find_unused_parameters = find_unused;
+  tk::Trainer<tk::optim::AdamW, tk::sched::Constant, tk::precision::Fp32, tk::accumulate::Every<2>,
+              tk::clip::None, Par>
+      trainer(model, {.optim = {.lr = 1e-2, .weight_decay = 0.1}, .parallel = options});
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(50 + rank_env());
+  std::vector<tk::data::Batch> data;
+  for (int i = 0; i < 8; ++i) data.push_back({at::randn({4, 5}, gen), at::randn({4, 1}, gen)});
+  trainer.fit(tk::task::Regression{}, data, {.data_is_per_rank = true});
+  return model;
+}
+
+/// As under DDP: an error that names them, from the first micro-batch of a
+/// window (not a crash at the end of a scope), or with
+/// find_unused_parameters the same training as DDP's.
+void unused() {
+  try {
+    train_half_used<tk::parallel::ShardGradOp>(0, false);
+    check(false, "a parameter without a gradient is an error");
+  } catch (const tk::Error& e) {
+    const std::string what = e.what();
+    check(what.find("got no gradient in this step") != std::string::npos &&
+              what.find("unused.weight") != std::string::npos &&
+              what.find("unused.bias") != std::string::npos &&
+              what.find(" fc.") == std::string::npos,
+          "the error names the parameters without a gradient: " + what);
+  }
+  auto ddp = train_half_used<tk::parallel::DDP>(1, true);
+  auto zero2 = train_half_used<tk::parallel::ShardGradOp>(2, true);
+  const double err = worker::max_rel_diff(*zero2, *ddp);
+  std::printf("rank %d of %d: ShardGradOp vs DDP with unused parameters: %.3g\n", rank_env(),
+              world_env(), err);
+  check(err <= 1e-6, "ShardGradOp with find_unused_parameters equals DDP");
+}
+
 // ---- a checkpoint's sharded state goes back where it was ----
 struct SaveAt {
   int64_t step;
@@ -341,9 +391,11 @@ void memory() {
 
 int main(int argc, char** argv) {
   const std::filesystem::path dir = argc > 2 ? argv[2] : ".";
-  return worker::run(
-      argc, argv,
-      {{"gpt_parity", gpt_parity}, {"odd_sizes", odd_sizes}, {"memory", memory}, {"resume", [&] {
-                                                                                    resume(dir);
-                                                                                  }}});
+  const auto resume_here = [&] { resume(dir); };
+  return worker::run(argc, argv,
+                     {{"gpt_parity", gpt_parity},
+                      {"odd_sizes", odd_sizes},
+                      {"memory", memory},
+                      {"unused", unused},
+                      {"resume", resume_here}});
 }

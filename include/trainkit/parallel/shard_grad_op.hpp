@@ -66,16 +66,25 @@ class ShardGradOp : public ZeroSharded {
     return mine;
   }
 
-  /// Inside an accumulation window: gradients sync as each micro-batch ends.
+  /// Inside an accumulation window: gradients sync as each micro-batch
+  /// ends. An error there (a parameter without a gradient) waits for
+  /// finish_sync to throw it: the end of a scope cannot.
   auto defer_sync() {
     return c10::make_scope_exit([this, unwinding = std::uncaught_exceptions()] {
-      if (std::uncaught_exceptions() == unwinding) end_micro_batch();  // not while throwing
+      if (std::uncaught_exceptions() != unwinding) return;  // not while throwing
+      try {
+        end_micro_batch();
+      } catch (...) {
+        if (!deferred_error_) deferred_error_ = std::current_exception();
+        reset_window();
+      }
     });
   }
 
   /// At the boundary: the last buckets started and folded into the shard.
   void finish_sync(FlatParams& flat) {
     if (buckets_.empty()) attach(flat);  // used outside a Trainer: no hooks ran
+    if (deferred_error_) std::rethrow_exception(std::exchange(deferred_error_, nullptr));
     end_micro_batch();
     while (!in_flight_.empty()) fold_oldest();
     sync_buffers();
@@ -89,9 +98,14 @@ class ShardGradOp : public ZeroSharded {
     auto& grad = slot.param.mutable_grad();
     if (!grad.defined()) return;
     auto& b = buckets_[slot.bucket];
-    if (!b.grad.defined()) b.grad = at::zeros({b.end - b.begin}, grad.options());
+    if (!b.grad.defined()) b.grad = at::zeros({b.end - b.begin}, slot.param.options());
     // The parameter's layout in the flat buffers (channels-last strides included).
-    b.grad.as_strided(slot.param.sizes(), slot.param.strides(), slot.offset - b.begin).copy_(grad);
+    auto into = b.grad.as_strided(slot.param.sizes(), slot.param.strides(), slot.offset - b.begin);
+    if (grad.is_sparse()) {  // an Embedding's sparse gradient
+      into.add_(grad);
+    } else {
+      into.copy_(grad);
+    }
     grad.reset();
   }
 
@@ -148,6 +162,7 @@ class ShardGradOp : public ZeroSharded {
 
   std::vector<int64_t> group_numel_;  ///< of each flat group, whole
   std::deque<InFlight> in_flight_;
+  std::exception_ptr deferred_error_;
 };
 
 }  // namespace trainkit::parallel
