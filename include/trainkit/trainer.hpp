@@ -257,11 +257,8 @@ class Trainer {
   torch::nn::Module& model() { return model_.module(); }
   torch::Device device() const { return device_; }
   FlatParams& flat_params() { return flat_; }
-  /// The gradients the update reads: all of them, or this rank's shard (ZeRO-2, full sharding).
-  FlatParams& gradients() {
-    if constexpr (requires { parallel_.gradients(flat_); }) return parallel_.gradients(flat_);
-    return flat_;
-  }
+  /// The gradients the update reads: all, or this rank's shard (ZeRO-2).
+  FlatParams& gradients() { return parallel::gradients_of(parallel_, flat_); }
   Optimizer& optimizer() { return optimizer_; }
   Scheduler& scheduler() { return schedules_.front(); }  ///< the default group's
   Precision& precision() { return precision_; }

@@ -56,4 +56,12 @@ class Single {
   torch::Device device_;
 };
 
+/// The gradients `parallel`'s update reads: what its optional
+/// `gradients(flat)` names (a shard under ZeRO-2), else all of `flat`.
+template <class Parallel>
+FlatParams& gradients_of(Parallel& parallel, FlatParams& flat) {
+  if constexpr (requires { parallel.gradients(flat); }) return parallel.gradients(flat);
+  return flat;
+}
+
 }  // namespace trainkit::parallel
