@@ -136,15 +136,18 @@ cudaError_t cudaLaunchKernel(void (*kernel)(P...), dim3 grid, dim3 block, void**
   static void** launched_args;
   launched = kernel, launched_args = args;
   emu::body = [] { emu::call(launched, launched_args, std::index_sequence_for<P...>{}); };
-  std::vector<emu::Fiber> fibers(threads);
-  for (auto& f : fibers) f.stack = std::make_unique<char[]>(emu::kStackBytes);
+  // Stacks are kept between launches and not zeroed: a fresh, zero-filled
+  // 64 KiB per thread was most of a launch's time (page faults, memset).
+  static std::vector<emu::Fiber> fibers;
+  for (size_t i = fibers.size(); i < threads; ++i)
+    fibers.emplace_back().stack = std::make_unique_for_overwrite<char[]>(emu::kStackBytes);
   const unsigned blocks = grid.x * grid.y * grid.z;
   for (unsigned b = 0; b < blocks; ++b) {
     const unsigned id = blocks - 1 - b;  // the last block first
     blockIdx = dim3(id % grid.x, id / grid.x % grid.y, id / (grid.x * grid.y));
     blockDim = block, gridDim = grid;
     if (emu::before_block) emu::before_block(shared);
-    for (auto& f : fibers) emu::restart(f);
+    for (unsigned t = 0; t < threads; ++t) emu::restart(fibers[t]);
     // rounds: each live fiber runs to its next __syncthreads or its end
     for (unsigned round = 0;; ++round) {
       unsigned paused = 0, ended = 0;
