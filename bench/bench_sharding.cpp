@@ -15,6 +15,7 @@
 
 #include <trainkit/memory.hpp>
 #include <trainkit/parallel/ddp.hpp>
+#include <trainkit/parallel/full_shard.hpp>
 #include <trainkit/parallel/shard_grad_op.hpp>
 #include <trainkit/parallel/zero_sharded.hpp>
 #include <trainkit/trainkit.hpp>
@@ -24,6 +25,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "../examples/gpt.hpp"
@@ -82,9 +84,15 @@ void measure(const char* name, Formula formula, int port_offset, int steps) {
                                           .n_head = 4,
                                           .n_embd = 128});
   const auto data = batches(env.rank, steps + 2);
+  tk::parallel::DDP::Options group;
+  group.device = torch::Device(torch::kCPU);
+  group.rendezvous.master_port = std::stoi(std::getenv("MASTER_PORT")) + port_offset;
   typename Par::Options options;
-  options.device = torch::Device(torch::kCPU);
-  options.rendezvous.master_port = std::stoi(std::getenv("MASTER_PORT")) + port_offset;
+  if constexpr (std::is_same_v<Par, tk::parallel::FullShard>) {
+    options = {.group = group, .wrap = tk::parallel::wrap::of_type<examples::Block>()};
+  } else {
+    options = group;
+  }
   tk::memory::CpuMeter meter;
   tk::Trainer<tk::optim::AdamW, tk::sched::Constant, tk::precision::Fp32, tk::accumulate::None,
               tk::clip::Norm, Par>
@@ -131,6 +139,7 @@ int main() {
     measure<tk::parallel::DDP>("DDP", {4, 4, 12}, 0, steps);
     measure<tk::parallel::ZeroSharded>("ZeroSharded (ZeRO-1)", {4, 4, 12 / W}, 1, steps);
     measure<tk::parallel::ShardGradOp>("ShardGradOp (ZeRO-2)", {4, 4 / W, 12 / W}, 2, steps);
+    measure<tk::parallel::FullShard>("FullShard (ZeRO-3)", {4 / W, 4 / W, 12 / W}, 3, steps);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_sharding: %s\n", e.what());
     return 1;

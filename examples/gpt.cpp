@@ -4,18 +4,25 @@
 // micro-batches per step, gradient clipping at 1.0, bf16 autocast where the
 // CPU has bf16 instructions (fp16 or bf16 on CUDA), and on a GPU the whole
 // step captured as a CUDA graph. Sentences vary in length: each batch is
-// padded (PadSequences) and the model takes the padding mask.
+// padded (PadSequences) and the model takes the padding mask. With --fsdp,
+// started on several ranks by a launcher (torchrun, scripts/launch.sh,
+// srun), each block is a unit of full sharding (parallel::FullShard).
+//   python3 -m torch.distributed.run --nproc_per_node 2 --no_python build/examples/gpt --fsdp
 #include <torch/torch.h>
 #include <CLI/CLI.hpp>
 #include <trainkit/callbacks.hpp>
 #include <trainkit/capture.hpp>
 #include <trainkit/data.hpp>
+#include <trainkit/parallel/full_shard.hpp>
 #include <trainkit/trainkit.hpp>
 
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "gpt.hpp"
 
@@ -40,6 +47,7 @@ int main(int argc, char** argv) {
   int64_t epochs = 4, sentences = 4000, batch_size = 32, workers = 1, max_steps = -1;
   int64_t layers = 4, heads = 4, embd = 128;
   int threads = 0;
+  bool fsdp = false;
   double lr = 1e-3, max_val_loss = 0.75;
   std::string precision_name = "auto", runs_dir = "runs/gpt";
   app.add_option("--epochs", epochs, "passes over the training sentences")
@@ -61,6 +69,9 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads, "intra-op threads (0: LibTorch's default)");
   app.add_option("--workers", workers, "data loader threads")->check(CLI::NonNegativeNumber);
   app.add_option("--runs-dir", runs_dir, "folder for the CSV log");
+  app.add_flag("--fsdp", fsdp,
+               "fully shard the blocks over the ranks a launcher started (RANK, WORLD_SIZE, "
+               "MASTER_ADDR, MASTER_PORT); steps stay eager");
   app.add_option("--max-val-loss", max_val_loss,
                  "the validation loss (nats per character) the run must reach to report ok");
   CLI11_PARSE(app, argc, argv);
@@ -69,7 +80,10 @@ int main(int argc, char** argv) {
   try {
     const auto start = std::chrono::steady_clock::now();
     const bool cuda = torch::cuda::is_available();
-    const torch::Device device = cuda ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
+    const char* local_rank = std::getenv("LOCAL_RANK");  // one device per rank under a launcher
+    const torch::Device device =
+        cuda ? torch::Device(torch::kCUDA, c10::DeviceIndex(local_rank ? std::atoi(local_rank) : 0))
+             : torch::Device(torch::kCPU);
     if (precision_name == "auto") precision_name = cuda || cpu_has_bf16() ? "bf16" : "fp32";
     if (precision_name == "fp16" && !cuda) {
       std::fprintf(stderr, "gpt: --precision fp16 needs CUDA (bf16 or fp32 on a CPU)\n");
@@ -96,39 +110,63 @@ int main(int argc, char** argv) {
     examples::init_like_nanogpt(model);
     int64_t parameters = 0;
     for (const auto& p : model->parameters()) parameters += p.numel();
-    std::printf("gpt: %lld sentences (\"%s\"), %lld parameters, %s, %s\n", (long long)train.size(),
-                train.text(0).c_str(), (long long)parameters, device.str().c_str(),
-                precision_name.c_str());
-    std::fflush(stdout);  // before the progress bar writes to stderr
-
-    auto run = [&]<class Precision, class Capture>(Precision*, Capture*) {
+    const auto parallel_options = [&]<class Parallel>(Parallel*) {
+      if constexpr (std::is_same_v<Parallel, parallel::FullShard>) {
+        return parallel::FullShard::Options{.group = {.device = device},
+                                            .wrap = parallel::wrap::of_type<examples::Block>()};
+      } else {
+        return typename Parallel::Options{};
+      }
+    };
+    // Trains; then, with whole parameters (gathered under --fsdp), samples.
+    auto run = [&]<class Precision, class Capture, class Parallel>(Precision*, Capture*,
+                                                                   Parallel*) {
       Trainer<optim::AdamW, sched::WarmupCosine, Precision, accumulate::Every<2>, clip::Norm,
-              parallel::Single, Capture>
+              Parallel, Capture>
           trainer(model, {.optim = {.lr = lr, .beta1 = 0.9, .beta2 = 0.95, .weight_decay = 0.1},
                           .sched = {.warmup_steps = 20, .start_factor = 0.05, .eta_min = lr / 10},
                           .clip = {.max_norm = 1.0},
+                          .parallel = parallel_options(static_cast<Parallel*>(nullptr)),
                           .param_groups = {params::no_weight_decay()}});
-      return trainer.fit(examples::LanguageModelling{}, train_batches,
-                         {.epochs = epochs, .val_data = val_batches, .max_steps = max_steps},
-                         callbacks::ProgressBar{},
-                         callbacks::CsvLogger({.path = runs_dir + "/log.csv"}));
+      if (trainer.parallel().is_main()) {
+        std::printf("gpt: %lld sentences (\"%s\"), %lld parameters, %s, %s, %d rank(s)%s\n",
+                    (long long)train.size(), train.text(0).c_str(), (long long)parameters,
+                    device.str().c_str(), precision_name.c_str(), trainer.parallel().world_size(),
+                    fsdp ? ", fully sharded" : "");
+        std::fflush(stdout);  // before the progress bar writes to stderr
+      }
+      const auto result = trainer.fit(
+          examples::LanguageModelling{}, train_batches,
+          {.epochs = epochs, .val_data = val_batches, .max_steps = max_steps},
+          callbacks::ProgressBar{}, callbacks::CsvLogger({.path = runs_dir + "/log.csv"}));
+      std::vector<std::string> samples;
+      [[maybe_unused]] auto whole = parallel::gathered_parameters(trainer.parallel());
+      for (const char* prompt : {"the red ", "a small dog "})
+        samples.push_back(examples::complete(model, prompt, 48, device));
+      return std::pair{result, trainer.parallel().is_main() ? samples : std::vector<std::string>{}};
     };
-    // Capture on a GPU; on a CPU the steps are eager (no graph to record).
-    auto pick_capture = [&](auto* precision) {
-      return cuda ? run(precision, static_cast<capture::CudaGraph*>(nullptr))
-                  : run(precision, static_cast<capture::None*>(nullptr));
+    constexpr auto* single = static_cast<parallel::Single*>(nullptr);
+    constexpr auto* eager = static_cast<capture::None*>(nullptr);
+    // Capture on a GPU; on a CPU, or fully sharded, the steps are eager.
+    auto pick = [&](auto* precision) {
+      if (fsdp) return run(precision, eager, static_cast<parallel::FullShard*>(nullptr));
+      return cuda ? run(precision, static_cast<capture::CudaGraph*>(nullptr), single)
+                  : run(precision, eager, single);
     };
-    const auto result =
-        precision_name == "bf16" ? pick_capture(static_cast<precision::Bf16*>(nullptr))
-        : precision_name == "fp16"
-            ? run(static_cast<precision::Fp16*>(nullptr), static_cast<capture::CudaGraph*>(nullptr))
-            : pick_capture(static_cast<precision::Fp32*>(nullptr));
+    if (precision_name == "fp16" && fsdp) {
+      std::fprintf(stderr, "gpt: --fsdp trains in bf16 or fp32 (--precision fp16 is captured)\n");
+      return 2;
+    }
+    const auto [result, samples] =
+        precision_name == "bf16"   ? pick(static_cast<precision::Bf16*>(nullptr))
+        : precision_name == "fp16" ? run(static_cast<precision::Fp16*>(nullptr),
+                                         static_cast<capture::CudaGraph*>(nullptr), single)
+                                   : pick(static_cast<precision::Fp32*>(nullptr));
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const double val_loss = result.metrics.at("val_loss");
-    for (const char* prompt : {"the red ", "a small dog "}) {
-      std::printf("sample: \"%s\"\n", examples::complete(model, prompt, 48, device).c_str());
-    }
+    if (samples.empty()) return 0;  // not the main rank: it reports
+    for (const auto& sample : samples) std::printf("sample: \"%s\"\n", sample.c_str());
     const bool ok = val_loss < max_val_loss;
     std::printf(
         "gpt: val_loss %.4f (perplexity %.3f per character) after %lld steps, %.1f s (%s)\n",

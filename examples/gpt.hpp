@@ -108,7 +108,11 @@ struct GptImpl : torch::nn::Module {
     // causal, and no padded key (a padded query still sees the real tokens before it)
     const auto causal = at::ones({T, T}, mask.options().dtype(at::kBool)).tril();
     const auto allowed = causal.view({1, 1, T, T}).logical_and(mask.view({-1, 1, 1, T}));
-    for (const auto& block : *h) x = block->as<BlockImpl>()->forward(x, allowed);
+    // each block a unit of full sharding (parallel::FullShard); the identity elsewhere
+    for (const auto& block : *h) {
+      x = trainkit::parallel::unit(block,
+                                   [&] { return block->as<BlockImpl>()->forward(x, allowed); });
+    }
     // the head shares the token embedding's weights (one parameter, as nanoGPT ties them)
     return torch::nn::functional::linear(ln_f(x), wte->weight);
   }

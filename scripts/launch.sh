@@ -47,7 +47,7 @@ fi
 port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 if [ -z "$port" ] && [ -z "$independent" ]; then
   # Distinct per launcher (concurrent test runs), then the first free one;
-  # the program may use the next few ports for further process groups. Outside
+  # the program may use the next seven ports for further process groups. Outside
   # the kernel's ephemeral range: a port there may be held by any outgoing
   # connection, which the probe below does not see, and the bind then fails.
   low=32768 high=60999
@@ -56,8 +56,9 @@ if [ -z "$port" ] && [ -z "$independent" ]; then
   if ((span < 1000)); then base=$((high + 1)) span=$((65535 - 64 - high)); fi  # above it
   if ((span < 1000)); then base=20000 span=30000; fi  # no room outside: take the chance
   port=$((base + ($$ * 7919) % span))
-  while port_in_use "$port" || port_in_use $((port + 1)) || port_in_use $((port + 2)); do
-    port=$((port + 3))
+  ports_in_use() { for i in 0 1 2 3 4 5 6 7; do port_in_use $(($1 + i)) && return 0; done; return 1; }
+  while ports_in_use "$port"; do
+    port=$((port + 8))
   done
 fi
 

@@ -60,6 +60,9 @@ class Single;
 class DDP;
 class ZeroSharded;
 class ShardGradOp;
+class FullShard;
+class HybridShard;
+class UnitRunner;
 }  // namespace parallel
 namespace task {
 struct Classification;

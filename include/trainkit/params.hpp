@@ -33,6 +33,7 @@ struct FlatGroup {
   std::vector<at::Tensor> params;  ///< the model's parameters (views of `data`)
   std::vector<int64_t> offsets;    ///< start of each parameter in `data`
   size_t param_group = 0;          ///< index into FlatParams::param_groups()
+  size_t unit = 0;                 ///< the sharding unit (parallel::FullShard); 0 elsewhere
 
   int64_t numel() const { return data.numel(); }
 };
@@ -57,11 +58,16 @@ class FlatParams {
 
   explicit FlatParams(torch::nn::Module& module) : FlatParams(module.parameters()) {}
 
+  /// A parameter's sharding unit, from its dotted name (0: none).
+  using UnitOf = std::function<size_t(const std::string& name)>;
+
   /// The module's trainable parameters in parameter groups: each goes to the
   /// first of `groups` that selects it (index i + 1), the rest to the default
-  /// group (0). Buffers per (group, device, dtype), the default group's first.
+  /// group (0). Buffers per (group, unit, device, dtype), the default group's
+  /// first; `unit_of` (full sharding) gives each unit buffers of its own.
   FlatParams(const torch::nn::Module& module, const std::vector<ParamGroup>& groups,
-             at::MemoryFormat format = at::MemoryFormat::Contiguous);
+             at::MemoryFormat format = at::MemoryFormat::Contiguous,
+             const UnitOf& unit_of = nullptr);
 
   /// The buffers, each of one parameter group, device and dtype.
   std::span<FlatGroup> groups() { return groups_; }
@@ -124,7 +130,7 @@ class FlatParams {
   }
 
  private:
-  FlatGroup& group_for(const at::Tensor& p, size_t param_group);
+  FlatGroup& group_for(const at::Tensor& p, size_t param_group, size_t unit = 0);
   static void flatten(FlatGroup& g, at::MemoryFormat format);
 
   std::vector<FlatGroup> groups_;
@@ -148,7 +154,7 @@ TRAINKIT_INLINE FlatParams::FlatParams(const std::vector<at::Tensor>& params,
 
 TRAINKIT_INLINE FlatParams::FlatParams(const torch::nn::Module& module,
                                        const std::vector<ParamGroup>& groups,
-                                       at::MemoryFormat format) {
+                                       at::MemoryFormat format, const UnitOf& unit_of) {
   torch::NoGradGuard no_grad;
   for (const auto& g : groups) param_groups_.push_back({g.name, g.options});
   frozen_->assign(param_groups_.size(), 0);
@@ -157,6 +163,7 @@ TRAINKIT_INLINE FlatParams::FlatParams(const torch::nn::Module& module,
   struct Named {
     at::Tensor tensor;
     size_t group;
+    size_t unit;
   };
   std::vector<Named> named;
   std::vector<int64_t> taken(groups.size() + 1, 0);
@@ -171,7 +178,7 @@ TRAINKIT_INLINE FlatParams::FlatParams(const torch::nn::Module& module,
           for (size_t i = 0; i < groups.size() && group == 0; ++i) {
             if (groups[i].select && groups[i].select(ParamInfo{name, p, m})) group = i + 1;
           }
-          named.push_back({p, group});
+          named.push_back({p, group, unit_of ? unit_of(name) : 0});
           ++taken[group];
         }
         for (const auto& child : m.named_children())
@@ -190,7 +197,7 @@ TRAINKIT_INLINE FlatParams::FlatParams(const torch::nn::Module& module,
   }
   for (size_t group = 0; group < param_groups_.size(); ++group) {
     for (const auto& n : named) {
-      if (n.group == group) group_for(n.tensor, group).params.push_back(n.tensor);
+      if (n.group == group) group_for(n.tensor, group, n.unit).params.push_back(n.tensor);
     }
   }
   for (auto& g : groups_) flatten(g, format);
@@ -204,6 +211,7 @@ TRAINKIT_INLINE FlatParams FlatParams::shard(int rank, int world) const {
     s.data = g.data.narrow(0, begin, end - begin);
     s.grad = g.grad.narrow(0, begin, end - begin);
     s.param_group = g.param_group;
+    s.unit = g.unit;
     out.groups_.push_back(std::move(s));
   }
   out.param_groups_ = param_groups_;
@@ -231,15 +239,17 @@ TRAINKIT_INLINE void FlatParams::set_frozen(size_t param_group, bool frozen) {
   }
 }
 
-TRAINKIT_INLINE FlatGroup& FlatParams::group_for(const at::Tensor& p, size_t param_group) {
+TRAINKIT_INLINE FlatGroup& FlatParams::group_for(const at::Tensor& p, size_t param_group,
+                                                 size_t unit) {
   for (auto& g : groups_) {
     const auto& first = g.params.front();
-    if (g.param_group == param_group && first.device() == p.device() &&
+    if (g.param_group == param_group && g.unit == unit && first.device() == p.device() &&
         first.scalar_type() == p.scalar_type())
       return g;
   }
   auto& g = groups_.emplace_back();
   g.param_group = param_group;
+  g.unit = unit;
   return g;
 }
 

@@ -124,6 +124,18 @@ class TrainState {
   void clear_skip() { skip_ = false; }
   const std::string& stop_reason() const { return stop_reason_; }
   bool is_main_process() const { return main_process_; }
+  /// The model's parameters are empty between steps, each rank holding a
+  /// shard of them (parallel::FullShard): callbacks that read whole weights refuse.
+  bool parameters_sharded() const { return parameters_sharded_; }
+  /// The error such a callback throws: `what` it cannot do with shards.
+  void require_whole_parameters(const std::string& what) const {
+    if (parameters_sharded_) {
+      throw Error("trainkit: " + what +
+                  " reads the model's whole weights, which under parallel::FullShard are shards "
+                  "between steps; use parallel::ShardGradOp, or read them inside "
+                  "trainer.parallel().gather_parameters() after fit");
+    }
+  }
 
   /// Writes the whole training state to `path` (atomically), from a hook.
   /// Resuming from it continues exactly where this point of the run is.
@@ -157,6 +169,7 @@ class TrainState {
     return at::stack(window_losses_).to(at::kDouble).mean();
   }
   bool main_process_ = true;
+  bool parameters_sharded_ = false;
   std::function<void(const std::filesystem::path&)> checkpoint_writer_;
 
   torch::nn::Module* model_;

@@ -75,7 +75,8 @@ class Trainer {
         device_settings_(detail::apply_device_options(options.device)),
         flat_(model_.module(), options.param_groups,
               device_settings_.channels_last ? at::MemoryFormat::ChannelsLast
-                                             : at::MemoryFormat::Contiguous),
+                                             : at::MemoryFormat::Contiguous,
+              parallel::units_of(parallel_)),
         optimizer_(parallel_.attach(flat_), options.optim),
         schedules_(optimizer_, flat_.param_groups(), options.sched),
         precision_(options.precision, device_),
@@ -104,6 +105,7 @@ class Trainer {
     state.epochs = options.epochs;
     state.log_every = options.log_every;
     state.main_process_ = parallel_.is_main();
+    state.parameters_sharded_ = static_cast<bool>(parallel::units_of(parallel_));
     data::take_shard(train_data, parallel_, options.data_is_per_rank);
     if constexpr (HasSize<Data>) {
       state.batches_per_epoch = static_cast<int64_t>(train_data.size());
@@ -249,6 +251,7 @@ class Trainer {
     module.eval();
     torch::NoGradGuard no_grad;
     detail::EvaluationSums sums;
+    [[maybe_unused]] auto gathered = parallel::forward_scope(parallel_);
     data.for_each<B>([&](const B& raw) { sums.add(run_task(task, to_device(raw))); });
     module.train(was_training);
     return coordinator().mean_metrics(sums.sums, sums.count);
@@ -319,6 +322,7 @@ class Trainer {
     if constexpr (requires { parallel_.follow_current_stream(); })
       parallel_.follow_current_stream();
     const auto run = [&] {
+      [[maybe_unused]] auto gathered = parallel::forward_scope(parallel_);
       StepOutput out = run_task(task, batch);
       if constexpr (kFixedSteps == 1) {
         precision_.backward(out.loss);

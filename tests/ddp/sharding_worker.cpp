@@ -6,9 +6,12 @@
 // issue collectives in different orders, show as a wrong number or a hang.
 #include <torch/torch.h>
 
+#include <trainkit/callbacks/ema.hpp>
 #include <trainkit/io/checkpoint.hpp>
 #include <trainkit/memory.hpp>
 #include <trainkit/parallel/ddp.hpp>
+#include <trainkit/parallel/full_shard.hpp>
+#include <trainkit/parallel/hybrid_shard.hpp>
 #include <trainkit/parallel/shard_grad_op.hpp>
 #include <trainkit/trainkit.hpp>
 
@@ -44,6 +47,46 @@ tk::parallel::DDP::Options delayed(int port_offset) {
   return o;
 }
 
+namespace par = tk::parallel;
+using Params = torch::OrderedDict<std::string, at::Tensor>;
+
+/// `o` as strategy Par takes it: full sharding with units from `rule`;
+/// hybrid sharding with the ranks as hosts of two (as LOCAL_WORLD_SIZE=2
+/// and LOCAL_RANK = RANK mod 2 would say on real hosts).
+template <class Par>
+auto options_for(par::DDP::Options o, const par::wrap::Rule& rule) {
+  if constexpr (std::is_same_v<Par, par::HybridShard>) {
+    o.rendezvous.local_world_size = 2;
+    o.rendezvous.local_rank = rank_env() % 2;
+  }
+  if constexpr (std::is_base_of_v<par::FullShard, Par>) {
+    return par::FullShard::Options{.group = o, .wrap = rule};
+  } else {
+    return o;
+  }
+}
+
+/// The trained parameters, cloned: under full sharding gathered first (at
+/// rest they are empty).
+template <class TrainerT>
+Params whole_parameters(TrainerT& trainer) {
+  [[maybe_unused]] auto whole = par::gathered_parameters(trainer.parallel());
+  Params out;
+  for (const auto& item : trainer.model().named_parameters())
+    out.insert(item.key(), item.value().detach().clone());
+  return out;
+}
+
+double max_rel_diff(const Params& a, const Params& b) {
+  double worst = 0;
+  for (const auto& item : a) {
+    const auto& y = b[item.key()];
+    worst = std::max(worst, (item.value() - y).abs().max().item<double>() /
+                                y.abs().max().clamp_min(1e-30).item<double>());
+  }
+  return worst;
+}
+
 examples::Gpt make_gpt() {
   torch::manual_seed(7);
   examples::Gpt model(examples::GptConfig{
@@ -64,6 +107,8 @@ struct StepRecord {
 struct Run {
   std::vector<double> losses, norms;
   tk::FitResult result;
+  Params params;
+  double val_loss = 0;  ///< evaluate() after training, on 4 more micro-batches
 };
 
 template <class Par>
@@ -74,32 +119,48 @@ using GptTrainer = tk::Trainer<tk::optim::AdamW, tk::sched::WarmupCosine, tk::pr
 /// Every<2>, clip 1.0) on this rank's 40 micro-batches.
 template <class Par>
 Run train_gpt(examples::Gpt& model, int port_offset) {
-  GptTrainer<Par> trainer(model,
-                          {.optim = {.lr = 3e-3, .beta1 = 0.9, .beta2 = 0.95, .weight_decay = 0.1},
-                           .sched = {.warmup_steps = 5, .start_factor = 0.1, .eta_min = 3e-4},
-                           .clip = {.max_norm = 1.0},
-                           .parallel = delayed(port_offset),
-                           .param_groups = {tk::params::no_weight_decay()}});
+  GptTrainer<Par> trainer(
+      model,
+      {.optim = {.lr = 3e-3, .beta1 = 0.9, .beta2 = 0.95, .weight_decay = 0.1},
+       .sched = {.warmup_steps = 5, .start_factor = 0.1, .eta_min = 3e-4},
+       .clip = {.max_norm = 1.0},
+       .parallel = options_for<Par>(delayed(port_offset), par::wrap::of_type<examples::Block>()),
+       .param_groups = {tk::params::no_weight_decay()}});
   std::vector<examples::TokenBatch> batches;
   for (int64_t m = 0; m < 40; ++m) batches.push_back(micro_batch(m * world_env() + rank_env()));
   Run run;
   run.result =
       trainer.fit(examples::LanguageModelling{}, batches, {.epochs = 1, .data_is_per_rank = true},
                   StepRecord{&run.losses, &run.norms});
-  if constexpr (std::is_same_v<Par, tk::parallel::ShardGradOp>) {
+  if constexpr (std::is_base_of_v<par::ShardGradOp, Par>) {
     // No rank holds the whole gradient: the parameters have none, the flat
-    // buffers none, and the shard is this rank's slice.
+    // buffers none, and the shard is this rank's slice (of its host's, hybrid).
     for (const auto& p : model->parameters()) check(!p.grad().defined(), "no parameter gradient");
     const auto& flat = trainer.flat_params();
     auto& mine = trainer.gradients();
+    constexpr bool kHosts = std::is_same_v<Par, par::HybridShard>;
+    const int shard_rank = kHosts ? rank_env() % 2 : rank_env();
+    const int shards = kHosts ? 2 : world_env();
     for (size_t g = 0; g < flat.groups().size(); ++g) {
       const auto [begin, end] =
-          tk::FlatParams::shard_range(flat.groups()[g].numel(), rank_env(), world_env());
+          tk::FlatParams::shard_range(flat.groups()[g].numel(), shard_rank, shards);
       check(flat.groups()[g].grad.numel() == 0, "no full flat gradient");
       check(mine.groups()[g].grad.numel() == end - begin,
             "the gradient shard is this rank's slice");
     }
   }
+  if constexpr (std::is_base_of_v<par::FullShard, Par>) {
+    // Nor the whole parameters: at rest they are empty and the unit
+    // buffers have no bytes; only the shard (a copy of its own) has.
+    for (const auto& p : model->parameters()) check(p.numel() == 0, "parameters empty at rest");
+    for (const auto& g : trainer.flat_params().groups())
+      check(g.data.storage().nbytes() == 0, "no bytes in a whole buffer at rest");
+    check(trainer.parallel().unit_names().size() == 3, "the root and two blocks");
+  }
+  run.params = whole_parameters(trainer);
+  std::vector<examples::TokenBatch> val;
+  for (int64_t m = 40; m < 44; ++m) val.push_back(micro_batch(m * world_env() + rank_env()));
+  run.val_loss = trainer.evaluate(examples::LanguageModelling{}, val).at("loss");
   return run;
 }
 
@@ -107,11 +168,10 @@ Run train_gpt(examples::Gpt& model, int port_offset) {
 /// invariant to it, so its gradient is zero up to rounding, and AdamW's
 /// normalised step follows that noise in whatever order a strategy sums it
 /// (about 2e-4 apart after 20 steps, between any two reduction orders).
-double max_rel_diff_but_key_bias(torch::nn::Module& a, torch::nn::Module& b) {
+double max_rel_diff_but_key_bias(const Params& a, const Params& b) {
   double worst = 0;
-  const auto theirs = b.named_parameters();
-  for (const auto& item : a.named_parameters()) {
-    auto x = item.value().detach(), y = theirs[item.key()].detach();
+  for (const auto& item : a) {
+    auto x = item.value(), y = b[item.key()];
     if (item.key().ends_with("attn.c_attn.bias")) {  // [query | key | value]
       const auto n = x.numel() / 3;
       x = at::cat({x.narrow(0, 0, n), x.narrow(0, 2 * n, n)});
@@ -129,7 +189,7 @@ double rel(double a, double b) {
 
 /// The strategy's losses, gradient norms and final parameters against DDP's.
 template <class Par>
-void compare_with_ddp(const char* name, const Run& ddp, examples::Gpt& ddp_model, int port) {
+void compare_with_ddp(const char* name, const Run& ddp, int port) {
   auto model = make_gpt();
   const auto run = train_gpt<Par>(model, port);
   check(run.result.steps == 20 && run.losses.size() == 20, std::string(name) + ": 20 steps");
@@ -138,20 +198,44 @@ void compare_with_ddp(const char* name, const Run& ddp, examples::Gpt& ddp_model
     loss = std::max(loss, rel(run.losses[s], ddp.losses[s]));
     norm = std::max(norm, rel(run.norms[s], ddp.norms[s]));
   }
-  const double params = max_rel_diff_but_key_bias(*model, *ddp_model);
+  const double params = max_rel_diff_but_key_bias(run.params, ddp.params);
+  const double val = rel(run.val_loss, ddp.val_loss);
   std::printf(
       "rank %d of %d: %s vs DDP, 20 steps: losses %.3g, gradient norms %.3g, "
-      "parameters %.3g (max relative differences)\n",
-      rank_env(), world_env(), name, loss, norm, params);
-  check(loss <= 1e-6 && norm <= 1e-6 && params <= 1e-6,
-        std::string(name) + " equals DDP within 1e-6 step by step");
+      "parameters %.3g, evaluation %.3g (max relative differences)\n",
+      rank_env(), world_env(), name, loss, norm, params, val);
+  check(val <= 1e-6, std::string(name) + ": evaluate() equals DDP's");
+  // The norm is summed over 4096-element chunks of each flat buffer, and
+  // full sharding has a buffer per unit: other chunks, other rounding (up
+  // to 1e-6 here), hence 2e-6 for the norms.
+  check(loss <= 1e-6 && norm <= 2e-6 && params <= 1e-6,
+        std::string(name) + " equals DDP within 1e-6 step by step (2e-6 for gradient norms)");
   check(run.losses.back() < 0.9 * run.losses.front(), std::string(name) + " learned");
 }
 
 void gpt_parity() {
   auto ddp_model = make_gpt();
   const auto ddp = train_gpt<tk::parallel::DDP>(ddp_model, 0);
-  compare_with_ddp<tk::parallel::ShardGradOp>("ShardGradOp (ZeRO-2)", ddp, ddp_model, 1);
+  compare_with_ddp<par::ShardGradOp>("ShardGradOp (ZeRO-2)", ddp, 1);
+  compare_with_ddp<par::FullShard>("FullShard (ZeRO-3)", ddp, 2);
+}
+
+/// On 4 ranks as two hosts of two: HybridShard against DDP, and a host
+/// size that does not divide the ranks refused by name.
+void hybrid() {
+  auto ddp_model = make_gpt();
+  const auto ddp = train_gpt<par::DDP>(ddp_model, 0);
+  compare_with_ddp<par::HybridShard>("HybridShard (2 hosts of 2)", ddp, 1);
+  try {
+    auto o = worker::ddp_options(2);
+    o.rendezvous.local_world_size = 3;
+    par::HybridShard refused({.group = o});
+    check(false, "3 ranks per host of 4 is an error");
+  } catch (const tk::Error& e) {
+    check(std::string(e.what()).find("local_world_size") != std::string::npos &&
+              std::string(e.what()).find("dividing world_size = 4") != std::string::npos,
+          std::string("the error names the option and the world size: ") + e.what());
+  }
 }
 
 // ---- sizes the world size does not divide, and ranks with empty shards ----
@@ -178,7 +262,7 @@ struct OneInfGradient {
 };
 
 struct TinyRun {
-  Tiny model;
+  Params params;
   tk::FitResult result;
   double loss_scale;
 };
@@ -195,7 +279,7 @@ TinyRun train_tiny(int port_offset, TaskT task, const tk::FitOptions& fit, Callb
       trainer(model, {.optim = {.lr = 1e-2, .weight_decay = 0.01},
                       .precision = {.autocast = false},
                       .clip = {.max_norm = 0.5},
-                      .parallel = delayed(port_offset),
+                      .parallel = options_for<Par>(delayed(port_offset), par::wrap::names({})),
                       .param_groups = {{"head bias",
                                         tk::params::name_matches("fc2\\.bias"),
                                         {.lr_scale = 2.0, .weight_decay = 0.0}},
@@ -206,23 +290,26 @@ TinyRun train_tiny(int port_offset, TaskT task, const tk::FitOptions& fit, Callb
   std::vector<tk::data::Batch> data;
   for (int64_t i = 0; i < 48; i += 4) data.push_back({x.narrow(0, i, 4), y.narrow(0, i, 4)});
   auto result = trainer.fit(task, data, fit, callbacks...);
-  return {model, std::move(result), trainer.precision().scaler().scale_value()};
+  return {whole_parameters(trainer), std::move(result), trainer.precision().scaler().scale_value()};
 }
 
 /// One step skipped for an inf gradient that one shard holds.
 void odd_sizes() {
   const tk::FitOptions fit{.epochs = 2, .data_is_per_rank = true};
   auto ddp = train_tiny<tk::parallel::DDP>(0, OneInfGradient{}, fit);
-  auto zero2 = train_tiny<tk::parallel::ShardGradOp>(1, OneInfGradient{}, fit);
-  for (const auto* run : {&ddp, &zero2}) {
+  auto zero2 = train_tiny<par::ShardGradOp>(1, OneInfGradient{}, fit);
+  auto zero3 = train_tiny<par::FullShard>(2, OneInfGradient{}, fit);  // all in the root unit
+  for (const auto* run : {&ddp, &zero2, &zero3}) {
     check(run->result.steps == 12, "12 steps");
     check(run->loss_scale == 32768.0, "the inf step skipped, scale halved");
   }
-  const double err = worker::max_rel_diff(*zero2.model, *ddp.model);
-  std::printf(
-      "rank %d of %d: ShardGradOp vs DDP, odd sizes, empty shards, an inf in one shard: %.3g\n",
-      rank_env(), world_env(), err);
-  check(err <= 1e-6, "ShardGradOp equals DDP on odd sizes, empty shards and skipped steps");
+  for (const auto& [name, run] : {std::pair{"ShardGradOp", &zero2}, {"FullShard", &zero3}}) {
+    const double err = max_rel_diff(run->params, ddp.params);
+    std::printf("rank %d of %d: %s vs DDP, odd sizes, empty shards, an inf in one shard: %.3g\n",
+                rank_env(), world_env(), name, err);
+    check(err <= 1e-6,
+          std::string(name) + " equals DDP on odd sizes, empty shards and skipped steps");
+  }
 }
 
 // ---- parameters without a gradient, inside an accumulation window ----
@@ -237,27 +324,29 @@ struct HalfUsedImpl : torch::nn::Module {
 TORCH_MODULE(HalfUsed);
 
 template <class Par>
-HalfUsed train_half_used(int port_offset, bool find_unused) {
+Params train_half_used(int port_offset, bool find_unused) {
   torch::manual_seed(4);
   HalfUsed model;
   auto options = delayed(port_offset);
   options.find_unused_parameters = find_unused;
   tk::Trainer<tk::optim::AdamW, tk::sched::Constant, tk::precision::Fp32, tk::accumulate::Every<2>,
               tk::clip::None, Par>
-      trainer(model, {.optim = {.lr = 1e-2, .weight_decay = 0.1}, .parallel = options});
+      trainer(model, {.optim = {.lr = 1e-2, .weight_decay = 0.1},
+                      .parallel = options_for<Par>(options, par::wrap::names({}))});
   auto gen = at::make_generator<at::CPUGeneratorImpl>(50 + rank_env());
   std::vector<tk::data::Batch> data;
   for (int i = 0; i < 8; ++i) data.push_back({at::randn({4, 5}, gen), at::randn({4, 1}, gen)});
   trainer.fit(tk::task::Regression{}, data, {.data_is_per_rank = true});
-  return model;
+  return whole_parameters(trainer);
 }
 
 /// As under DDP: an error that names them, from the first micro-batch of a
 /// window (not a crash at the end of a scope), or with
 /// find_unused_parameters the same training as DDP's.
-void unused() {
+template <class Par>
+void unused_against(const char* name, const Params& ddp, int port_offset) {
   try {
-    train_half_used<tk::parallel::ShardGradOp>(0, false);
+    train_half_used<Par>(port_offset, false);
     check(false, "a parameter without a gradient is an error");
   } catch (const tk::Error& e) {
     const std::string what = e.what();
@@ -265,14 +354,18 @@ void unused() {
               what.find("unused.weight") != std::string::npos &&
               what.find("unused.bias") != std::string::npos &&
               what.find(" fc.") == std::string::npos,
-          "the error names the parameters without a gradient: " + what);
+          std::string(name) + ": the error names the parameters without a gradient: " + what);
   }
-  auto ddp = train_half_used<tk::parallel::DDP>(1, true);
-  auto zero2 = train_half_used<tk::parallel::ShardGradOp>(2, true);
-  const double err = worker::max_rel_diff(*zero2, *ddp);
-  std::printf("rank %d of %d: ShardGradOp vs DDP with unused parameters: %.3g\n", rank_env(),
-              world_env(), err);
-  check(err <= 1e-6, "ShardGradOp with find_unused_parameters equals DDP");
+  const double err = max_rel_diff(train_half_used<Par>(port_offset + 1, true), ddp);
+  std::printf("rank %d of %d: %s vs DDP with unused parameters: %.3g\n", rank_env(), world_env(),
+              name, err);
+  check(err <= 1e-6, std::string(name) + " with find_unused_parameters equals DDP");
+}
+
+void unused() {
+  const auto ddp = train_half_used<par::DDP>(0, true);
+  unused_against<par::ShardGradOp>("ShardGradOp", ddp, 1);
+  unused_against<par::FullShard>("FullShard", ddp, 3);
 }
 
 // ---- a checkpoint's sharded state goes back where it was ----
@@ -286,38 +379,54 @@ struct SaveAt {
 
 /// Saved at step 5 of 12 (inside the first of two epochs) and resumed by a
 /// new trainer: bitwise equal to a run never stopped.
+template <class Par>
+void resume_as(const char* name, const std::filesystem::path& file, int port_offset) {
+  const tk::FitOptions whole{.epochs = 2, .data_is_per_rank = true};
+  auto unbroken = train_tiny<Par>(port_offset, tk::task::Regression{}, whole);
+  auto first = whole;
+  first.max_steps = 5;
+  train_tiny<Par>(port_offset + 1, tk::task::Regression{}, first, SaveAt{5, file});
+  auto rest = whole;
+  rest.resume_from = file;
+  auto resumed = train_tiny<Par>(port_offset + 2, tk::task::Regression{}, rest);
+  const double err = max_rel_diff(resumed.params, unbroken.params);
+  std::printf("rank %d of %d: %s resumed at step 5 vs unbroken: %.3g\n", rank_env(), world_env(),
+              name, err);
+  check(resumed.result.steps == 12 && err == 0.0,
+        std::string("a resumed ") + name + " run equals an unbroken one");
+}
+
 void resume(const std::filesystem::path& dir) {
   std::error_code ignored;  // every rank makes it; one wins
   std::filesystem::create_directories(dir, ignored);
-  const auto file = dir / "shard_grad_op.ckpt";
-  using Zero2 = tk::parallel::ShardGradOp;
-  const tk::FitOptions whole{.epochs = 2, .data_is_per_rank = true};
-  auto unbroken = train_tiny<Zero2>(0, tk::task::Regression{}, whole);
-  auto first = whole;
-  first.max_steps = 5;
-  train_tiny<Zero2>(1, tk::task::Regression{}, first, SaveAt{5, file});
-  auto rest = whole;
-  rest.resume_from = file;
-  auto resumed = train_tiny<Zero2>(2, tk::task::Regression{}, rest);
-  const double err = worker::max_rel_diff(*resumed.model, *unbroken.model);
-  std::printf("rank %d of %d: ShardGradOp resumed at step 5 vs unbroken: %.3g\n", rank_env(),
-              world_env(), err);
-  check(resumed.result.steps == 12 && err == 0.0,
-        "a resumed ShardGradOp run equals an unbroken one");
+  resume_as<par::ShardGradOp>("ShardGradOp", dir / "shard_grad_op.ckpt", 0);
+  resume_as<par::FullShard>("FullShard", dir / "full_shard.ckpt", 3);
 }
 
 // ---- memory: what each strategy holds, against the ZeRO paper's formulas ----
-/// Nine layers (0.48M parameters): buckets of about one layer each.
-torch::nn::Sequential deep_mlp() {
-  torch::manual_seed(5);
-  torch::nn::Sequential net(torch::nn::Linear(64, 256), torch::nn::Tanh());
-  for (int i = 0; i < 7; ++i) {
-    net->push_back(torch::nn::Linear(256, 256));
-    net->push_back(torch::nn::Tanh());
+/// Nine layers (0.48M parameters), each a unit of full sharding: buckets
+/// and units of about one layer each.
+struct DeepMlpImpl : torch::nn::Module {
+  DeepMlpImpl() {
+    torch::manual_seed(5);
+    layers = register_module("layers", torch::nn::ModuleList());
+    layers->push_back(torch::nn::Linear(64, 256));
+    for (int i = 0; i < 7; ++i) layers->push_back(torch::nn::Linear(256, 256));
+    layers->push_back(torch::nn::Linear(256, 1));
   }
-  net->push_back(torch::nn::Linear(256, 1));
-  return net;
-}
+  at::Tensor forward(at::Tensor x) {
+    for (size_t i = 0; i < layers->size(); ++i) {
+      const auto& layer = layers[i];
+      x = par::unit(layer, [&] {
+        auto y = layer->as<torch::nn::Linear>()->forward(x);
+        return i + 1 < layers->size() ? torch::tanh(y) : y;
+      });
+    }
+    return x;
+  }
+  torch::nn::ModuleList layers{nullptr};
+};
+TORCH_MODULE(DeepMlp);
 constexpr double kBucketMb = 0.25;
 
 struct Held {
@@ -326,13 +435,14 @@ struct Held {
   int64_t peak = 0;     ///< the most held during one more step
   int64_t params = 0;
   int64_t largest_bucket = 0;  ///< bytes
+  int64_t largest_unit = 0;    ///< bytes of the largest flat buffer (a unit's, gathered)
 };
 
 /// AdamW in fp32, clip::Norm: two steps (the state exists), then one more
 /// under the meter's peak.
 template <class Par>
 Held measure(int port_offset) {
-  auto net = deep_mlp();
+  DeepMlp net;
   auto gen = at::make_generator<at::CPUGeneratorImpl>(9 + rank_env());
   std::vector<tk::data::Batch> data;
   for (int i = 0; i < 3; ++i) data.push_back({at::randn({32, 64}, gen), at::randn({32, 1}, gen)});
@@ -342,7 +452,8 @@ Held measure(int port_offset) {
   options.bucket_mb = kBucketMb;
   tk::Trainer<tk::optim::AdamW, tk::sched::Constant, tk::precision::Fp32, tk::accumulate::None,
               tk::clip::Norm, Par>
-      trainer(net, {.parallel = options});
+      trainer(net,
+              {.parallel = options_for<Par>(options, par::wrap::of_type<torch::nn::Linear>())});
   trainer.fit(tk::task::Regression{}, data, {.max_steps = 2, .data_is_per_rank = true});
   held.at_rest = tk::memory::footprint(trainer);
   held.counted = meter.bytes();
@@ -352,6 +463,8 @@ Held measure(int port_offset) {
   held.params = trainer.flat_params().numel();
   for (const auto& [begin, size] : trainer.parallel().bucket_ranges())
     held.largest_bucket = std::max(held.largest_bucket, size * 4);
+  for (const auto& g : trainer.flat_params().groups())
+    held.largest_unit = std::max(held.largest_unit, g.numel() * 4);
   return held;
 }
 
@@ -359,6 +472,7 @@ void memory() {
   const auto ddp = measure<tk::parallel::DDP>(0);
   const auto zero1 = measure<tk::parallel::ZeroSharded>(1);
   const auto zero2 = measure<tk::parallel::ShardGradOp>(2);
+  const auto zero3 = measure<par::FullShard>(3);
   const double P = double(ddp.params), W = world_env();
   const auto report = [&](const char* name, const Held& h, double formula) {
     std::printf(
@@ -377,6 +491,7 @@ void memory() {
   report("DDP", ddp, 20 * P);
   report("ZeroSharded", zero1, 8 * P + 12 * P / W);
   report("ShardGradOp", zero2, 4 * P + 16 * P / W);
+  report("FullShard", zero3, 20 * P / W);
   // Within a step ZeRO-2 holds DDP's extra (activations, each gradient as
   // autograd makes it) and at most three buckets (two in flight, one
   // filling), never the whole gradient, as FSDP's memory test asserts.
@@ -385,6 +500,84 @@ void memory() {
               rank_env(), zero2.peak / 1e6, bound / 1e6, 4 * P / 1e6);
   check(zero2.peak <= bound, "ShardGradOp's step peak within DDP's extra and three buckets");
   check(3 * zero2.largest_bucket < 4 * P, "the bound is below a whole gradient");
+  // Full sharding holds besides at most three units gathered (one in
+  // compute, the next prefetched, one whose buckets wait to start).
+  const int64_t bound3 =
+      zero3.counted + (ddp.peak - ddp.counted) + 3 * zero3.largest_bucket + 3 * zero3.largest_unit;
+  std::printf("rank %d: FullShard's step peak %.3f MB, bound %.3f MB; whole parameters %.3f MB\n",
+              rank_env(), zero3.peak / 1e6, bound3 / 1e6, 4 * P / 1e6);
+  check(zero3.peak <= bound3, "FullShard's step peak within DDP's extra, three buckets and units");
+  check(zero3.peak < zero2.peak, "FullShard's step peak below ShardGradOp's");
+}
+
+template <class Par>
+Params train_mlp(int port_offset, const par::wrap::Rule& rule) {
+  DeepMlp net;
+  tk::Trainer<tk::optim::AdamW, tk::sched::Constant, tk::precision::Fp32, tk::accumulate::None,
+              tk::clip::Norm, Par>
+      trainer(net,
+              {.optim = {.lr = 1e-3}, .parallel = options_for<Par>(delayed(port_offset), rule)});
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(20 + rank_env());
+  std::vector<tk::data::Batch> data;
+  for (int i = 0; i < 4; ++i) data.push_back({at::randn({16, 64}, gen), at::randn({16, 1}, gen)});
+  trainer.fit(tk::task::Regression{}, data, {.data_is_per_rank = true});
+  return whole_parameters(trainer);
+}
+
+// ---- full sharding's units: what a user can get wrong ----
+/// A unit the model's forward never announces is named after the first
+/// step; a module the rule leaves out runs as part of its parent; an empty
+/// rule is refused before any process group forms.
+void units() {
+  auto tiny_with = [](const par::wrap::Rule& rule, int port_offset) {
+    torch::manual_seed(3);
+    Tiny model;  // its forward calls fc1 and fc2 directly
+    tk::Trainer<tk::optim::AdamW, tk::sched::Constant, tk::precision::Fp32, tk::accumulate::None,
+                tk::clip::None, par::FullShard>
+        trainer(model, {.parallel = {.group = worker::ddp_options(port_offset), .wrap = rule}});
+    std::vector<tk::data::Batch> data{{at::randn({4, 5}), at::randn({4, 1})}};
+    return trainer.fit(tk::task::Regression{}, data, {.data_is_per_rank = true}).steps;
+  };
+  try {
+    tiny_with(par::wrap::children(), 0);
+    check(false, "units the forward never announces are an error");
+  } catch (const tk::Error& e) {
+    const std::string what = e.what();
+    check(what.find("did not run through parallel::unit: fc1 fc2") != std::string::npos,
+          "the error names the units: " + what);
+  }
+  try {
+    par::FullShard::Options o{.group = worker::ddp_options(1), .wrap = nullptr};
+    par::FullShard refused(o);
+    check(false, "an empty wrap rule is an error");
+  } catch (const tk::Error& e) {
+    check(std::string(e.what()).find("parallel.wrap") != std::string::npos,
+          std::string("the error names the option: ") + e.what());
+  }
+  // Callbacks that read whole weights between steps refuse shards by name.
+  try {
+    DeepMlp net;
+    tk::Trainer<tk::optim::AdamW, tk::sched::Constant, tk::precision::Fp32, tk::accumulate::None,
+                tk::clip::None, par::FullShard>
+        trainer(net, {.parallel = {.group = worker::ddp_options(4),
+                                   .wrap = par::wrap::of_type<torch::nn::Linear>()}});
+    std::vector<tk::data::Batch> data{{at::randn({4, 64}), at::randn({4, 1})}};
+    trainer.fit(tk::task::Regression{}, data, {.data_is_per_rank = true}, tk::callbacks::Ema{});
+    check(false, "Ema under FullShard is an error");
+  } catch (const tk::Error& e) {
+    check(std::string(e.what()).find("callbacks::Ema reads the model's whole weights") !=
+              std::string::npos,
+          std::string("the error names the callback: ") + e.what());
+  }
+  // DeepMlp announces its nine layers; a rule that takes three of them
+  // trains as DDP does, the other six in the root unit.
+  const auto ddp = train_mlp<par::DDP>(2, {});
+  const auto some =
+      train_mlp<par::FullShard>(3, par::wrap::names({"layers.0", "layers.4", "layers.8"}));
+  const double err = max_rel_diff(some, ddp);
+  std::printf("rank %d of %d: FullShard with three of nine layers as units vs DDP: %.3g\n",
+              rank_env(), world_env(), err);
+  check(err <= 1e-6, "FullShard with some announced modules left out equals DDP");
 }
 
 }  // namespace
@@ -397,5 +590,7 @@ int main(int argc, char** argv) {
                       {"odd_sizes", odd_sizes},
                       {"memory", memory},
                       {"unused", unused},
+                      {"units", units},
+                      {"hybrid", hybrid},
                       {"resume", resume_here}});
 }

@@ -37,6 +37,11 @@ class EarlyStopping {
                            "a number of epochs >= 0");
   }
 
+  void on_fit_begin(TrainState& state) {
+    if (options_.restore_best_weights)
+      state.require_whole_parameters("callbacks::EarlyStopping (restore_best_weights)");
+  }
+
   void on_epoch_end(TrainState& state) {
     if (monitor_.improve(monitor_.value(state))) {
       best_epoch_ = state.epoch;

@@ -65,6 +65,7 @@ class Ema {
   /// The average starts from the weights here, or from the checkpoint's
   /// average when the fit resumed.
   void on_fit_begin(TrainState& state) {
+    state.require_whole_parameters("callbacks::Ema");
     track(state.model());
     if (!pending_.tensors.empty()) {
       const auto sources = matching(pending_);

@@ -42,6 +42,8 @@ class TensorBoard {
   }
 
   void on_fit_begin(TrainState& state) {
+    if (options_.histogram_every > 0)
+      state.require_whole_parameters("callbacks::TensorBoard (histogram_every)");
     if (!state.is_main_process()) return;
     writer_ = std::make_unique<io::EventWriter>(options_.dir);
     file_ = writer_->path();

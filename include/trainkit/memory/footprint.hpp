@@ -26,7 +26,12 @@ struct Footprint {
 template <class TrainerT>
 Footprint footprint(TrainerT& trainer) {
   Footprint f;
-  for (const auto& g : trainer.flat_params().groups()) f.parameters += int64_t(g.data.nbytes());
+  // the bytes the buffers hold now (full sharding frees its units' between uses)
+  for (const auto& g : trainer.flat_params().groups())
+    f.parameters += int64_t(g.data.storage().nbytes());
+  if constexpr (requires { trainer.parallel().unit_of(); }) {
+    for (const auto& g : trainer.gradients().groups()) f.parameters += int64_t(g.data.nbytes());
+  }
   for (const auto& g : trainer.gradients().groups()) f.gradients += int64_t(g.grad.nbytes());
   if constexpr (HasStateDict<std::remove_reference_t<decltype(trainer.optimizer())>>) {
     for (const auto& [name, t] : trainer.optimizer().state_dict().tensors)

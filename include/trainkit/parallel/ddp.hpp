@@ -140,7 +140,7 @@ class DDP {
     buckets_.clear();
     slots_.clear();
     const auto groups = flat.groups();
-    for (size_t gi = 0; gi < groups.size(); ++gi) {
+    for (const size_t gi : bucket_group_order(flat)) {
       const auto& g = groups[gi];
       const auto element = static_cast<double>(g.grad.element_size());
       const double first_bytes = 1024.0 * 1024.0;
@@ -254,6 +254,13 @@ class DDP {
   /// A parameter's gradient is complete in its `.grad()` (DDP: already in
   /// the bucket, a view of the flat gradient).
   virtual void take_grad(Slot&) {}
+  /// The flat groups in the order their buckets are made (and start): the
+  /// groups' own; full sharding puts the last unit's first, as backward runs.
+  virtual std::vector<size_t> bucket_group_order(const FlatParams& flat) const {
+    std::vector<size_t> order(flat.groups().size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    return order;
+  }
 
   /// Counts the parameters that got no gradient as ready (their slices hold
   /// zeros, or earlier micro-batches'), which starts every bucket left; an

@@ -17,7 +17,7 @@ namespace trainkit::parallel {
 
 /// Values given in code; each one that is set replaces the environment's.
 struct Rendezvous {
-  std::optional<int> rank{}, world_size{}, local_rank{};
+  std::optional<int> rank{}, world_size{}, local_rank{}, local_world_size{};
   std::optional<std::string> master_addr{};
   std::optional<int> master_port{};
 };
@@ -26,6 +26,8 @@ struct Environment {
   int rank = 0;
   int world_size = 1;
   int local_rank = 0;
+  /// Ranks on this host (LOCAL_WORLD_SIZE, SLURM_NTASKS_PER_NODE); 0: not known.
+  int local_world_size = 0;
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
   /// "torchrun", "slurm", "worker" (LOCAL_RANK alone), "explicit" or "defaults"
@@ -85,6 +87,8 @@ inline Environment Environment::detect(const Rendezvous& given) {
     e.rank = env_int("RANK", *rank);
     e.world_size = env_int("WORLD_SIZE", env("WORLD_SIZE").value_or("1"));
     e.local_rank = env_int("LOCAL_RANK", env("LOCAL_RANK").value_or(std::to_string(e.rank)));
+    if (const auto n = env("LOCAL_WORLD_SIZE"))
+      e.local_world_size = env_int("LOCAL_WORLD_SIZE", *n);
     e.agent_store = env("TORCHELASTIC_USE_AGENT_STORE").value_or("") == "True";
     e.restart_count =
         env_int("TORCHELASTIC_RESTART_COUNT", env("TORCHELASTIC_RESTART_COUNT").value_or("0"));
@@ -93,6 +97,10 @@ inline Environment Environment::detect(const Rendezvous& given) {
     e.rank = env_int("SLURM_PROCID", *procid);
     e.world_size = env_int("SLURM_NTASKS", env("SLURM_NTASKS").value_or("1"));
     e.local_rank = env_int("SLURM_LOCALID", env("SLURM_LOCALID").value_or("0"));
+    const auto per_node =
+        env("SLURM_NTASKS_PER_NODE").value_or("");  // "4", or "4(x2)" when unequal
+    if (!per_node.empty() && per_node.find_first_not_of("0123456789") == std::string::npos)
+      e.local_world_size = env_int("SLURM_NTASKS_PER_NODE", per_node);
     if (auto nodes =
             env("SLURM_STEP_NODELIST") ? env("SLURM_STEP_NODELIST") : env("SLURM_NODELIST"))
       e.master_addr = trainkit::detail::first_slurm_host(*nodes);
@@ -112,6 +120,7 @@ inline Environment Environment::detect(const Rendezvous& given) {
   take(e.local_rank, given.local_rank);
   take(e.master_addr, given.master_addr);
   take(e.master_port, given.master_port);
+  if (given.local_world_size) e.local_world_size = *given.local_world_size;
   // the agent serves on torchrun's own address and port only
   if (given.master_addr || given.master_port) {
     e.agent_store = e.agent_store && env("MASTER_ADDR") == e.master_addr &&
@@ -122,6 +131,8 @@ inline Environment Environment::detect(const Rendezvous& given) {
   require_option(e.rank >= 0 && e.rank < e.world_size, "rank", e.rank,
                  "0 <= rank < world_size = " + std::to_string(e.world_size) + " (RANK)");
   require_option(e.local_rank >= 0, "local_rank", e.local_rank, "a number >= 0 (LOCAL_RANK)");
+  require_option(e.local_world_size >= 0, "local_world_size", e.local_world_size,
+                 "a number >= 1 (LOCAL_WORLD_SIZE), or 0 when not known");
   require_option(e.master_port > 0 && e.master_port < 65536, "master_port", e.master_port,
                  "a TCP port 1..65535 (MASTER_PORT)");
   return e;

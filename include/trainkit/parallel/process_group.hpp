@@ -11,6 +11,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -87,6 +88,24 @@ class ProcessGroup {
     } else {
       trainkit::detail::throw_option_error("parallel.backend", backend, "\"gloo\" or \"nccl\"");
     }
+  }
+
+  /// A group of some of this group's ranks (`ranks`, this one among them),
+  /// over the same store under the prefix `name`: only its members make it.
+  std::shared_ptr<ProcessGroup> subgroup(const std::string& name, const std::vector<int>& ranks) {
+    const auto at = std::find(ranks.begin(), ranks.end(), env_.rank);
+    if (at == ranks.end()) throw Error(where() + "not a member of the group " + name);
+    auto sub = std::shared_ptr<ProcessGroup>(new ProcessGroup(*this));
+    sub->env_.rank = static_cast<int>(at - ranks.begin());
+    sub->env_.world_size = static_cast<int>(ranks.size());
+    sub->store_ = c10::make_intrusive<c10d::PrefixStore>(name, store_);
+    sub->name_ = name;
+    if (backend_ == "gloo") {
+      sub->make_gloo();
+    } else {
+      sub->make_nccl();
+    }
+    return sub;
   }
 
   int rank() const { return env_.rank; }
@@ -185,7 +204,7 @@ class ProcessGroup {
 
   std::string where() const {
     return "trainkit: rank " + std::to_string(env_.rank) + " of " +
-           std::to_string(env_.world_size) + ": ";
+           std::to_string(env_.world_size) + (name_.empty() ? "" : " in group " + name_) + ": ";
   }
   static std::chrono::milliseconds since(std::chrono::steady_clock::time_point start) {
     return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
@@ -259,6 +278,7 @@ class ProcessGroup {
   std::chrono::milliseconds timeout_;
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<Base> pg_;
+  std::string name_;  ///< a subgroup's, "" for the whole world
 };
 
 }  // namespace trainkit::parallel

@@ -59,7 +59,7 @@ class ShardGradOp : public ZeroSharded {
                          std::to_string(buckets_.size());
     }
     mine.set_across_ranks([this](at::Tensor& partial, FlatParams::Reduction how) {
-      group_->all_reduce(
+      shards_->all_reduce(
           partial, "total over the ranks' gradient shards",
           how == FlatParams::Reduction::Max ? c10d::ReduceOp::MAX : c10d::ReduceOp::SUM);
     });
@@ -116,15 +116,17 @@ class ShardGradOp : public ZeroSharded {
     }
     if (in_flight_.size() == kMaxInFlight) fold_oldest();
     if (options_.before_collective) options_.before_collective(b.name);
-    b.grad.div_(static_cast<double>(world_size()));
+    b.grad.div_(static_cast<double>(shard_count()));
     InFlight f{index, std::exchange(b.grad, at::Tensor()), {}};
-    for (int r = 0; r < world_size(); ++r) {
+    for (int r = 0; r < shard_count(); ++r) {
       const auto [lo, hi] = owned(b, r);
       if (hi > lo)
-        f.works.push_back(group_->reduce_async(f.buffer.narrow(0, lo - b.begin, hi - lo), r));
+        f.works.push_back(shards_->reduce_async(f.buffer.narrow(0, lo - b.begin, hi - lo), r));
     }
     in_flight_.push_back(std::move(f));
   }
+
+  std::exception_ptr deferred_error_;  ///< thrown by the next finish_sync
 
  private:
   static constexpr size_t kMaxInFlight = 2;
@@ -136,7 +138,7 @@ class ShardGradOp : public ZeroSharded {
 
   /// Elements [lo, hi) of bucket `b`'s group that rank `r` owns.
   std::pair<int64_t, int64_t> owned(const Bucket& b, int r) const {
-    const auto [begin, end] = FlatParams::shard_range(group_numel_[b.group], r, world_size());
+    const auto [begin, end] = FlatParams::shard_range(group_numel_[b.group], r, shard_count());
     return {std::max(begin, b.begin), std::min(end, b.end)};
   }
 
@@ -150,10 +152,11 @@ class ShardGradOp : public ZeroSharded {
     InFlight f = std::move(in_flight_.front());
     in_flight_.pop_front();
     const auto& b = buckets_[f.bucket];
-    for (auto& w : f.works) group_->wait(w, b.name);
-    const auto [lo, hi] = owned(b, rank());
+    for (auto& w : f.works) shards_->wait(w, b.name);
+    const auto [lo, hi] = owned(b, shard_rank());
     if (hi <= lo) return;
-    const auto begin = FlatParams::shard_range(group_numel_[b.group], rank(), world_size()).first;
+    const auto begin =
+        FlatParams::shard_range(group_numel_[b.group], shard_rank(), shard_count()).first;
     shard()
         .groups()[b.group]
         .grad.narrow(0, lo - begin, hi - lo)
@@ -162,7 +165,6 @@ class ShardGradOp : public ZeroSharded {
 
   std::vector<int64_t> group_numel_;  ///< of each flat group, whole
   std::deque<InFlight> in_flight_;
-  std::exception_ptr deferred_error_;
 };
 
 }  // namespace trainkit::parallel

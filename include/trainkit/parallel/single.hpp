@@ -56,6 +56,39 @@ class Single {
   torch::Device device_;
 };
 
+/// The sharding unit of each parameter, for FlatParams: what `parallel`'s
+/// optional `unit_of()` gives (full sharding), else none.
+template <class Parallel>
+FlatParams::UnitOf units_of(const Parallel& parallel) {
+  if constexpr (requires { parallel.unit_of(); }) {
+    return parallel.unit_of();
+  } else {
+    return nullptr;
+  }
+}
+
+/// Open around a forward and its backward: full sharding gathers the
+/// parameters no unit holds for that long; other policies do nothing.
+template <class Parallel>
+auto forward_scope(Parallel& parallel) {
+  if constexpr (requires { parallel.forward_scope(); }) {
+    return parallel.forward_scope();
+  } else {
+    return detail::NoScope{};
+  }
+}
+
+/// Whole parameters for the scope's length (a collective under full
+/// sharding, which alone holds them in shards at rest).
+template <class Parallel>
+auto gathered_parameters(Parallel& parallel) {
+  if constexpr (requires { parallel.gather_parameters(); }) {
+    return parallel.gather_parameters();
+  } else {
+    return detail::NoScope{};
+  }
+}
+
 /// The gradients `parallel`'s update reads: what its optional
 /// `gradients(flat)` names (a shard under ZeRO-2), else all of `flat`.
 template <class Parallel>

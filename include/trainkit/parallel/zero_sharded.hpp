@@ -24,13 +24,13 @@ class ZeroSharded : public DDP {
   }
   using Options = DDP::Options;
   ZeroSharded() : ZeroSharded(Options{}) {}
-  explicit ZeroSharded(const Options& o) : DDP(o) {}
+  explicit ZeroSharded(const Options& o) : DDP(o), shards_(group_) {}
 
   /// Hooks the gradients (DDP) and returns this rank's shard to optimize.
   FlatParams& attach(FlatParams& flat) {
     DDP::attach(flat);
     full_ = &flat;
-    shard_ = flat.shard(rank(), world_size());
+    shard_ = flat.shard(shard_rank(), shard_count());
     return shard_;
   }
 
@@ -39,13 +39,13 @@ class ZeroSharded : public DDP {
     if (options_.before_collective) options_.before_collective("all-gather of updated parameters");
     std::vector<ProcessGroup::Work> works;
     for (auto& g : flat.groups()) {
-      for (int r = 0; r < world_size(); ++r) {
-        const auto [begin, end] = FlatParams::shard_range(g.numel(), r, world_size());
+      for (int r = 0; r < shard_count(); ++r) {
+        const auto [begin, end] = FlatParams::shard_range(g.numel(), r, shard_count());
         if (end > begin)
-          works.push_back(group_->broadcast_async(g.data.narrow(0, begin, end - begin), r));
+          works.push_back(shards_->broadcast_async(g.data.narrow(0, begin, end - begin), r));
       }
     }
-    for (auto& w : works) group_->wait(w, "broadcast of updated parameter shards");
+    for (auto& w : works) shards_->wait(w, "broadcast of updated parameter shards");
   }
 
   /// The optimizer state of all ranks, assembled on every rank (a
@@ -59,13 +59,13 @@ class ZeroSharded : public DDP {
       const int64_t numel = full_->groups()[group].numel();
       auto full = at::empty({numel}, t.options());
       std::vector<ProcessGroup::Work> works;
-      for (int r = 0; r < world_size(); ++r) {
-        const auto [begin, end] = FlatParams::shard_range(numel, r, world_size());
+      for (int r = 0; r < shard_count(); ++r) {
+        const auto [begin, end] = FlatParams::shard_range(numel, r, shard_count());
         auto part = full.narrow(0, begin, end - begin);
-        if (r == rank()) part.copy_(t.detach().reshape({-1}));
-        if (end > begin) works.push_back(group_->broadcast_async(part, r));
+        if (r == shard_rank()) part.copy_(t.detach().reshape({-1}));
+        if (end > begin) works.push_back(shards_->broadcast_async(part, r));
       }
-      for (auto& w : works) group_->wait(w, "gather of optimizer state " + name);
+      for (auto& w : works) shards_->wait(w, "gather of optimizer state " + name);
       t = full;
     }
     return local;
@@ -78,13 +78,21 @@ class ZeroSharded : public DDP {
     for (const auto& [name, group] : elementwise) {
       const auto it = out.tensors.find(name);
       if (it == out.tensors.end()) continue;  // load_state_dict names what is missing
-      const auto [begin, end] = FlatParams::shard_range(it->second.numel(), rank(), world_size());
+      const auto [begin, end] =
+          FlatParams::shard_range(it->second.numel(), shard_rank(), shard_count());
       it->second = it->second.reshape({-1}).narrow(0, begin, end - begin);
     }
     return out;
   }
 
   FlatParams& shard() { return shard_; }
+
+ protected:
+  /// The ranks the state is sharded over, and this one's place among them:
+  /// all ranks, or under hybrid sharding this host's.
+  int shard_rank() const { return shards_->rank(); }
+  int shard_count() const { return shards_->world_size(); }
+  std::shared_ptr<ProcessGroup> shards_;
 
  private:
   /// A tensor state the optimizer did not list could not be gathered.

@@ -43,6 +43,12 @@ void fit_steps(TrainerT& trainer, TaskT&& task, Data&& data, int64_t steps, int6
 /// A copy of what training changes, put back by restore().
 template <class TrainerT>
 class Snapshot {
+  static_assert(
+      !requires(TrainerT & x) { x.parallel().unit_of(); },
+      "trainkit: the finders do not run under parallel::FullShard, whose parameters are "
+      "shards between steps: find the learning rate or batch size under parallel::DDP "
+      "or ShardGradOp, then train fully sharded");
+
  public:
   explicit Snapshot(TrainerT& t) : trainer_(t) {
     torch::NoGradGuard no_grad;

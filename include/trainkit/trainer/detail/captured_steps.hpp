@@ -46,6 +46,9 @@ class CapturedSteps {
     if constexpr (Hooks::template defines<OnBeforeStep>) {
       return "a callback defines on_before_step, which runs on the host between backward and the "
              "optimizer step (and may skip it)";
+    } else if constexpr (requires { std::declval<T&>().parallel().unit_of(); }) {
+      return "parallel::FullShard gathers and frees each unit's parameters on the host between "
+             "its kernels, which a replayed graph would not do";
     } else if constexpr (!HasCapturableStep<Optimizer>) {
       return "the optimizer has no capturable step (capturable, make_capturable, step_unless_inf)";
     } else {

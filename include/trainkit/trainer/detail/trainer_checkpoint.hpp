@@ -8,6 +8,7 @@
 
 #include "trainkit/concepts.hpp"
 #include "trainkit/io/checkpoint_codec.hpp"
+#include "trainkit/parallel/single.hpp"
 #include "trainkit/state.hpp"
 #include "trainkit/trainer/detail/checkpoint_parts.hpp"
 
@@ -62,6 +63,7 @@ struct TrainerCheckpoint {
                                                                   Hooks& hooks) {
     return [&t, &state, &hooks](const std::filesystem::path& path) {
       const auto codec = io::checkpoint_codec("TrainState::save_checkpoint", path.string());
+      [[maybe_unused]] auto whole = parallel::gathered_parameters(t.parallel_);
       t.coordinator().write_once(
           "checkpoint " + path.string(), [&] { return parts(t, state, hooks).save(false); },
           [&](const io::Checkpoint& ckpt) { codec.write(path, ckpt); });
@@ -86,6 +88,8 @@ struct TrainerCheckpoint {
     if (!found) return;
     try {
       check_trainer_signature(found->checkpoint, T::signature());
+      // under full sharding: loaded whole, each rank keeps its slice
+      [[maybe_unused]] auto whole = parallel::gathered_parameters(t.parallel_);
       parts(t, state, hooks).load(found->checkpoint);
       state.resumed = true;
     } catch (const std::exception& e) {
