@@ -239,7 +239,7 @@ namespace {
 /// Runs the kill helper; with `kill_after_step` > 0, SIGKILLs it as soon as
 /// it announces that step (its checkpoint is then being written).
 int run_helper(const std::filesystem::path& dir, const std::filesystem::path& out, bool resume,
-               int kill_after_step = -1, int delay_us = 0, bool map_batches = false) {
+               int kill_after_step = -1, int delay_us = 0, const char* variant = nullptr) {
   int pipe_fds[2];
   REQUIRE(::pipe(pipe_fds) == 0);
   posix_spawn_file_actions_t actions;
@@ -248,7 +248,7 @@ int run_helper(const std::filesystem::path& dir, const std::filesystem::path& ou
   posix_spawn_file_actions_addclose(&actions, pipe_fds[0]);
   std::vector<std::string> args{TRAINKIT_KILL_HELPER, dir.string(), out.string()};
   args.push_back(resume ? "--resume" : "--fresh");
-  if (map_batches) args.push_back("--map-batches");
+  if (variant != nullptr) args.push_back(variant);
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -272,27 +272,27 @@ int run_helper(const std::filesystem::path& dir, const std::filesystem::path& ou
   return status;
 }
 
-}  // namespace
-
-TEST_CASE("kill test: SIGKILL at any point, resume from disk, finish bitwise equal") {
-  const auto dir = tk_test::temp_dir("trainkit_kill");
-  REQUIRE(WIFEXITED(run_helper(dir / "reference", dir / "reference.safetensors", false)));
+/// SIGKILLs the helper right after it announces each step of `kills` (plus a
+/// delay in microseconds, into the checkpoint's write), resumes it, and
+/// checks it finishes bitwise equal to an unbroken run.
+void kill_and_resume(const std::string& name, const std::vector<std::pair<int, int>>& kills,
+                     const char* variant) {
+  const auto dir = tk_test::temp_dir(name);
+  REQUIRE(WIFEXITED(
+      run_helper(dir / "reference", dir / "reference.safetensors", false, -1, 0, variant)));
   const auto reference = io::load_safetensors(dir / "reference.safetensors");
-  // 1200 samples / 16 = 75 micro-batches = 19 steps per epoch (the last a partial
-  // window), 57 in all. Kills inside epochs, near an epoch's end, and a few
-  // microseconds into the announced checkpoint's write.
-  const std::vector<std::pair<int, int>> kills{{3, 0}, {19, 0}, {30, 150}, {41, 40}, {50, 400}};
   for (const auto& [step, delay] : kills) {
     CAPTURE(step);
     CAPTURE(delay);
     const auto run = dir / ("run-" + std::to_string(step));
-    const int killed = run_helper(run, run / "final.safetensors", false, step, delay);
+    const int killed = run_helper(run, run / "final.safetensors", false, step, delay, variant);
     CHECK((WIFSIGNALED(killed) && WTERMSIG(killed) == SIGKILL));
-    // no checkpoint on disk is ever unreadable
+    // no checkpoint on disk is ever unreadable (a sharded save's staging
+    // folder is not named *.ckpt)
     for (const auto& e : std::filesystem::directory_iterator(run)) {
       if (e.path().extension() == ".ckpt") CHECK_NOTHROW(io::read_checkpoint(e.path()));
     }
-    const int resumed = run_helper(run, run / "final.safetensors", true);
+    const int resumed = run_helper(run, run / "final.safetensors", true, -1, 0, variant);
     REQUIRE((WIFEXITED(resumed) && WEXITSTATUS(resumed) == 0));
     const auto final_weights = io::load_safetensors(run / "final.safetensors");
     REQUIRE(final_weights.tensors.size() == reference.tensors.size());
@@ -303,15 +303,29 @@ TEST_CASE("kill test: SIGKILL at any point, resume from disk, finish bitwise equ
   std::filesystem::remove_all(dir);
 }
 
+}  // namespace
+
+TEST_CASE("kill test: SIGKILL at any point, resume from disk, finish bitwise equal") {
+  // 1200 samples / 16 = 75 micro-batches = 19 steps per epoch (the last a partial
+  // window), 57 in all. Kills inside epochs, near an epoch's end, and a few
+  // microseconds into the announced checkpoint's write.
+  kill_and_resume("trainkit_kill", {{3, 0}, {19, 0}, {30, 150}, {41, 40}, {50, 400}}, nullptr);
+}
+
+TEST_CASE("kill test: SIGKILL during sharded saves, resume from disk, finish bitwise equal") {
+  // Into the write of each rank file, of the index, and of the folder's rename.
+  kill_and_resume("trainkit_kill_sharded", {{5, 0}, {19, 100}, {33, 300}, {47, 900}}, "--sharded");
+}
+
 TEST_CASE("kill test: a two-input model on map batches resumes bitwise after SIGKILL") {
   const auto dir = tk_test::temp_dir("trainkit_kill_map");
-  REQUIRE(WIFEXITED(run_helper(dir / "reference", dir / "reference.safetensors", false, -1, 0,
-                               /*map_batches=*/true)));
+  REQUIRE(WIFEXITED(
+      run_helper(dir / "reference", dir / "reference.safetensors", false, -1, 0, "--map-batches")));
   const auto reference = io::load_safetensors(dir / "reference.safetensors");
   const auto run = dir / "run";
-  const int killed = run_helper(run, run / "final.safetensors", false, 24, 0, true);
+  const int killed = run_helper(run, run / "final.safetensors", false, 24, 0, "--map-batches");
   CHECK((WIFSIGNALED(killed) && WTERMSIG(killed) == SIGKILL));
-  const int resumed = run_helper(run, run / "final.safetensors", true, -1, 0, true);
+  const int resumed = run_helper(run, run / "final.safetensors", true, -1, 0, "--map-batches");
   REQUIRE((WIFEXITED(resumed) && WEXITSTATUS(resumed) == 0));
   const auto final_weights = io::load_safetensors(run / "final.safetensors");
   REQUIRE(final_weights.tensors.size() == reference.tensors.size());

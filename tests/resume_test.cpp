@@ -31,14 +31,16 @@ const data::TensorDataset& dataset() {
   return ds;
 }
 
-std::unique_ptr<ResumableTrainer> make_trainer() {
+std::unique_ptr<ResumableTrainer> make_trainer(
+    CheckpointOptions::Form form = CheckpointOptions::Form::Auto) {
   torch::manual_seed(11);
   return std::make_unique<ResumableTrainer>(
       Net(),
       ResumableTrainer::Options{.optim = {.lr = 1e-2},
                                 .sched = {.max_lr = 2e-2},
                                 .precision = {.autocast = false, .scaler = {.growth_interval = 4}},
-                                .clip = {.max_norm = 0.5}});
+                                .clip = {.max_norm = 0.5},
+                                .checkpoint = {.form = form}});
 }
 
 auto make_loader() {
@@ -85,28 +87,41 @@ TEST_CASE("a resumed run is bitwise equal to an uninterrupted one") {
   const auto ref =
       reference->fit(task::Classification{}, *loader, three_epochs, std::ref(watch_ref));
 
-  SUBCASE("interrupted in the middle of an epoch") {
-    auto first = make_trainer();
-    auto l1 = make_loader();
-    callbacks::EarlyStopping watch1({.monitor = "train_loss", .patience = 10});
-    const auto stopped = first->fit(task::Classification{}, *l1, three_epochs,
-                                    Interrupt{dir, /*stop_at_step=*/7}, std::ref(watch1));
-    CHECK(stopped.steps == 7);  // epoch 1, after 2 of its 5 steps
-    auto second = make_trainer();
-    auto l2 = make_loader();
-    callbacks::EarlyStopping watch2({.monitor = "train_loss", .patience = 10});
-    FitOptions resume = three_epochs;
-    resume.resume_from = dir / "step-7.ckpt";
-    const auto finished =
-        second->fit(task::Classification{}, *l2, resume, Interrupt{dir}, std::ref(watch2));
-    CHECK(finished.steps == 15);
-    expect_bitwise_equal(second->model(), reference->model());
-    CHECK(watch2.best() == watch_ref.best());  // early stopping state carried over
-    CHECK(watch2.best_epoch() == watch_ref.best_epoch());
-    CHECK(second->precision().scaler().scale_value() ==
-          reference->precision().scaler().scale_value());
-    CHECK(second->optimizer().lr() == reference->optimizer().lr());
-    CHECK(finished.metrics.at("train_loss") == ref.metrics.at("train_loss"));
+  SUBCASE("interrupted in the middle of an epoch, as one file or sharded") {
+    using Form = CheckpointOptions::Form;
+    for (const auto& [form, other] :
+         {std::pair{Form::File, Form::Sharded}, {Form::Sharded, Form::File}}) {
+      CAPTURE(static_cast<int>(form));
+      auto first = make_trainer(form);
+      auto l1 = make_loader();
+      callbacks::EarlyStopping watch1({.monitor = "train_loss", .patience = 10});
+      const auto stopped = first->fit(task::Classification{}, *l1, three_epochs,
+                                      Interrupt{dir, /*stop_at_step=*/7}, std::ref(watch1));
+      CHECK(stopped.steps == 7);  // epoch 1, after 2 of its 5 steps
+      CHECK(io::checkpoint_folder::is_sharded_checkpoint(dir / "step-7.ckpt") ==
+            (form == Form::Sharded));
+      auto second = make_trainer(form);
+      auto l2 = make_loader();
+      callbacks::EarlyStopping watch2({.monitor = "train_loss", .patience = 10});
+      FitOptions resume = three_epochs;
+      resume.resume_from = dir / "step-7.ckpt";
+      const auto finished =
+          second->fit(task::Classification{}, *l2, resume, Interrupt{dir}, std::ref(watch2));
+      CHECK(finished.steps == 15);
+      expect_bitwise_equal(second->model(), reference->model());
+      CHECK(watch2.best() == watch_ref.best());  // early stopping state carried over
+      CHECK(watch2.best_epoch() == watch_ref.best_epoch());
+      CHECK(second->precision().scaler().scale_value() ==
+            reference->precision().scaler().scale_value());
+      CHECK(second->optimizer().lr() == reference->optimizer().lr());
+      CHECK(finished.metrics.at("train_loss") == ref.metrics.at("train_loss"));
+      // a trainer that writes the other form resumes from it too
+      auto third = make_trainer(other);
+      auto l3 = make_loader();
+      CHECK(third->fit(task::Classification{}, *l3, resume).steps == 15);
+      expect_bitwise_equal(third->model(), reference->model());
+      std::filesystem::remove_all(dir);
+    }
   }
   SUBCASE("interrupted at an epoch end, resumed from the folder's latest") {
     auto first = make_trainer();
@@ -122,6 +137,26 @@ TEST_CASE("a resumed run is bitwise equal to an uninterrupted one") {
     CHECK(finished.steps == 15);
     CHECK(finished.epochs == 3);
     expect_bitwise_equal(second->model(), reference->model());
+  }
+  std::filesystem::remove_all(dir);
+}
+
+// Found with resharding: a fit resumed at its max_steps trained on to the
+// epochs' end (the limit was checked for equality after each step).
+TEST_CASE("a fit resumed at or past max_steps takes no step") {
+  const auto dir = tk_test::temp_dir("trainkit_max_steps");
+  data::TensorBatches train({torch::randn({32, 8}), torch::randint(0, 3, {32})}, {.batch_size = 4});
+  Trainer<optim::AdamW> first(tk_test::seeded_mlp());
+  first.fit(task::Classification{}, train, {.epochs = 2, .max_steps = 3}, Interrupt{dir});
+  for (const int64_t limit : {3, 2}) {
+    CAPTURE(limit);
+    Trainer<optim::AdamW> second(tk_test::seeded_mlp());
+    const auto r =
+        second.fit(task::Classification{}, train,
+                   {.epochs = 2, .max_steps = limit, .resume_from = dir / "step-3.ckpt"});
+    CHECK(r.steps == 3);
+    CHECK(r.stopped);
+    expect_bitwise_equal(second.model(), first.model());
   }
   std::filesystem::remove_all(dir);
 }
@@ -364,7 +399,7 @@ TEST_CASE("a checkpoint written by trainkit 0.1.0 still resumes") {
   check_compat_resume(kCheckpoint010, io::read_checkpoint(kCheckpoint010));
 }
 
-TEST_CASE("a 0.1.0 checkpoint of parallel::CudaGraph resumes under parallel::Single") {
+TEST_CASE("a 0.1.0 checkpoint of parallel::CudaGraph or DDP resumes under parallel::Single") {
   // 0.1.0 named the policy in the signature; 0.2 spells it capture::CudaGraph.
   auto ckpt = io::read_checkpoint(kCheckpoint010);
   auto& signature = ckpt.parts.at("trainer").values.at("signature");
@@ -374,14 +409,19 @@ TEST_CASE("a 0.1.0 checkpoint of parallel::CudaGraph resumes under parallel::Sin
   const auto dir = tk_test::temp_dir("trainkit_compat_graph");
   io::write_checkpoint(dir / "graph.ckpt", ckpt);
   check_compat_resume(dir / "graph.ckpt", ckpt);
-  // Another Parallel policy's name is still refused, naming both.
+  // Another Parallel policy's checkpoint resumes too: checkpoints hold whole
+  // tensors by name, which any strategy reads (docs/checkpoints.md).
   signature = single.substr(0, single.size() - 7) + "DDP>";
   io::write_checkpoint(dir / "ddp.ckpt", ckpt);
+  check_compat_resume(dir / "ddp.ckpt", ckpt);
+  // Another policy in any other role is refused, naming both.
+  signature = std::string(single).replace(single.find("trainkit::clip::"), 16, "my::");
+  io::write_checkpoint(dir / "clip.ckpt", ckpt);
   auto trainer = tk_compat::trainer();
   auto data = tk_compat::loader();
   CHECK_THROWS_WITH_AS(
-      trainer.fit(task::Classification{}, data, {.epochs = 1, .resume_from = dir / "ddp.ckpt"}),
-      doctest::Contains("trainkit::parallel::DDP>, not by this Trainer<"), Error);
+      trainer.fit(task::Classification{}, data, {.epochs = 1, .resume_from = dir / "clip.ckpt"}),
+      doctest::Contains("my::"), Error);
   std::filesystem::remove_all(dir);
 }
 

@@ -32,10 +32,23 @@ struct FlatGroup {
   at::Tensor grad;                 ///< their gradients, same layout
   std::vector<at::Tensor> params;  ///< the model's parameters (views of `data`)
   std::vector<int64_t> offsets;    ///< start of each parameter in `data`
-  size_t param_group = 0;          ///< index into FlatParams::param_groups()
-  size_t unit = 0;                 ///< the sharding unit (parallel::FullShard); 0 elsewhere
+  /// Each parameter's sizes and strides in `data` (from `offsets`): what
+  /// remakes it after its storage went (full sharding) and the order of its
+  /// elements there (channels-last or not) for sharded checkpoints.
+  struct View {
+    std::vector<int64_t> sizes, strides;
+  };
+  std::vector<View> views;
+  size_t param_group = 0;  ///< index into FlatParams::param_groups()
+  size_t unit = 0;         ///< the sharding unit (parallel::FullShard); 0 elsewhere
 
   int64_t numel() const { return data.numel(); }
+};
+
+/// A rank's part of each flat group: part `index` of `count`
+/// (FlatParams::shard_range).
+struct GroupShare {
+  int index = 0, count = 1;
 };
 
 /// A parameter group as an optimizer sees it; index 0 is the default group
@@ -270,6 +283,7 @@ TRAINKIT_INLINE void FlatParams::flatten(FlatGroup& g, at::MemoryFormat format) 
       const auto nhwc = c10::get_channels_last_strides_2d(p.sizes());
       strides.assign(nhwc.begin(), nhwc.end());
     }
+    g.views.push_back({p.sizes().vec(), std::vector<int64_t>(strides.begin(), strides.end())});
     auto data_view = g.data.as_strided(p.sizes(), strides, g.offsets[i]);
     data_view.copy_(p.detach());
     p.set_data(data_view);

@@ -7,6 +7,7 @@
 #include <array>
 #include <cstddef>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 
 #include "trainkit/accumulate/none.hpp"
@@ -89,6 +90,10 @@ constexpr bool check_policies() {
   }
   (std::make_index_sequence<kPolicyCount>{});
 }
+
+/// The Parallel role's place among the roles (and in a checkpoint's signature).
+inline constexpr std::size_t kParallelRole = 5;
+static_assert(std::is_same_v<role_t<kParallelRole>, ParallelRole>);
 
 /// The position of the first role `P` plays, or -1 for none.
 template <class P>

@@ -82,7 +82,8 @@ class Trainer {
         precision_(options.precision, device_),
         accumulate_(options.accumulate),
         clip_(options.clip),
-        capture_(options.capture) {
+        capture_(options.capture),
+        checkpoint_options_(options.checkpoint) {
     detail::require_option(flat_.numel() > 0, "model", "no trainable parameters",
                            "a model with at least one parameter that requires grad");
     parallel_.check_same("trainer (policies and accumulation steps)",
@@ -145,8 +146,13 @@ class Trainer {
     FitResult result;
     std::optional<detail::SignalCatcher> signals;
     if (!options.checkpoint_on_signal.empty()) signals.emplace();
+    // a fit resumed at max_steps or past it takes no step
+    const auto step_limit = [&] {
+      return options.max_steps > 0 && state.step >= options.max_steps;
+    };
     try {
       hooks.template dispatch<OnFitBegin>(state);
+      if (step_limit()) state.request_stop("max_steps reached");
       model_.module().train();
       for (int64_t epoch = first_epoch; epoch < options.epochs && !state.stop_requested();
            ++epoch) {
@@ -184,7 +190,7 @@ class Trainer {
                   [&] { account_recorded_step(state); });
               report_step(state, hooks, options, result);
               window.clear();
-              if (state.stop_requested() || state.step == options.max_steps) break;
+              if (state.stop_requested() || step_limit()) break;
               continue;
             }
           }
@@ -193,7 +199,7 @@ class Trainer {
             boundary(k, n, state, hooks);
             report_step(state, hooks, options, result);
             k = 0;
-            if (state.stop_requested() || state.step == options.max_steps) break;
+            if (state.stop_requested() || step_limit()) break;
           }
         }
         if (!result.interrupted) {  // else the checkpoint resumes inside this epoch
@@ -218,7 +224,7 @@ class Trainer {
         hooks.template dispatch<OnEpochEnd>(state);
         coordinator().agree_on_stop(state);
         result.epochs = epoch + 1;
-        if (state.step == options.max_steps) state.request_stop("max_steps reached");
+        if (step_limit()) state.request_stop("max_steps reached");
       }
       hooks.template dispatch<OnFitEnd>(state);
     } catch (...) {
@@ -448,6 +454,7 @@ class Trainer {
   detail::LossMeter epoch_loss_;
   bool epoch_done_ = false;  ///< on_epoch_end has begun: a checkpoint resumes at the next epoch
   std::pair<int64_t, int64_t> resume_at_{0, 0};  ///< (epoch, batch) this fit starts at
+  CheckpointOptions checkpoint_options_;
 };
 
 }  // namespace trainkit

@@ -15,6 +15,16 @@
 
 namespace trainkit {
 
+/// How the Trainer writes checkpoints (docs/checkpoints.md).
+struct CheckpointOptions {
+  enum class Form {
+    Auto,     ///< sharded under the policies no rank holds whole in (ZeRO-2, full sharding)
+    File,     ///< one file, written by the main process from every rank's state
+    Sharded,  ///< a folder: each rank writes what it holds, none gathers
+  };
+  Form form = Form::Auto;
+};
+
 /// Options of every policy, as one aggregate for designated initialisers:
 /// `{.optim = {.lr = 1e-3}, .sched = {.max_lr = 1e-2}, .clip = {.max_norm = 1}}`.
 template <class Optimizer, class Scheduler, class Precision, class Accumulate, class Clip,
@@ -35,6 +45,8 @@ struct TrainerOptions {
   DeviceOptions device{};
   /// Keep freed CPU memory for reuse (trainer/detail/allocator.hpp); process-wide.
   bool keep_freed_cpu_memory = true;
+  /// Checkpoints as one file or sharded (resume reads either).
+  CheckpointOptions checkpoint{};
 };
 
 struct FitOptions {

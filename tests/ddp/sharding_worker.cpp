@@ -55,9 +55,10 @@ using Params = torch::OrderedDict<std::string, at::Tensor>;
 /// and LOCAL_RANK = RANK mod 2 would say on real hosts).
 template <class Par>
 auto options_for(par::DDP::Options o, const par::wrap::Rule& rule) {
-  if constexpr (std::is_same_v<Par, par::HybridShard>) {
-    o.rendezvous.local_world_size = 2;
-    o.rendezvous.local_rank = rank_env() % 2;
+  if constexpr (std::is_same_v<Par, par::HybridShard>) {  // one host of one on odd worlds
+    const int per_host = world_env() % 2 == 0 ? 2 : 1;
+    o.rendezvous.local_world_size = per_host;
+    o.rendezvous.local_rank = rank_env() % per_host;
   }
   if constexpr (std::is_base_of_v<par::FullShard, Par>) {
     return par::FullShard::Options{.group = o, .wrap = rule};
@@ -244,7 +245,9 @@ struct TinyImpl : torch::nn::Module {
     fc1 = register_module("fc1", torch::nn::Linear(5, 7));
     fc2 = register_module("fc2", torch::nn::Linear(7, 1));
   }
-  at::Tensor forward(at::Tensor x) { return fc2(torch::tanh(fc1(x))); }
+  at::Tensor forward(at::Tensor x) {
+    return fc2(torch::tanh(par::unit(fc1, [&] { return fc1(x); })));  // a unit if the rule says
+  }
   torch::nn::Linear fc1{nullptr}, fc2{nullptr};
 };
 TORCH_MODULE(Tiny);
@@ -271,7 +274,8 @@ struct TinyRun {
 /// it) and groups of 42 and 7 elements; fp32 with loss scaling; 12 batches
 /// of 4 per rank and epoch.
 template <class Par, class TaskT, class... Callbacks>
-TinyRun train_tiny(int port_offset, TaskT task, const tk::FitOptions& fit, Callbacks... callbacks) {
+TinyRun train_tiny_units(const par::wrap::Rule& units, int port_offset, TaskT task,
+                         const tk::FitOptions& fit, Callbacks... callbacks) {
   torch::manual_seed(3);
   Tiny model;
   tk::Trainer<tk::optim::AdamW, tk::sched::Constant, tk::precision::Fp16, tk::accumulate::Every<2>,
@@ -279,7 +283,7 @@ TinyRun train_tiny(int port_offset, TaskT task, const tk::FitOptions& fit, Callb
       trainer(model, {.optim = {.lr = 1e-2, .weight_decay = 0.01},
                       .precision = {.autocast = false},
                       .clip = {.max_norm = 0.5},
-                      .parallel = options_for<Par>(delayed(port_offset), par::wrap::names({})),
+                      .parallel = options_for<Par>(delayed(port_offset), units),
                       .param_groups = {{"head bias",
                                         tk::params::name_matches("fc2\\.bias"),
                                         {.lr_scale = 2.0, .weight_decay = 0.0}},
@@ -291,6 +295,11 @@ TinyRun train_tiny(int port_offset, TaskT task, const tk::FitOptions& fit, Callb
   for (int64_t i = 0; i < 48; i += 4) data.push_back({x.narrow(0, i, 4), y.narrow(0, i, 4)});
   auto result = trainer.fit(task, data, fit, callbacks...);
   return {whole_parameters(trainer), std::move(result), trainer.precision().scaler().scale_value()};
+}
+/// Full sharding with the root unit alone.
+template <class Par, class TaskT, class... Callbacks>
+TinyRun train_tiny(int port_offset, TaskT task, const tk::FitOptions& fit, Callbacks... callbacks) {
+  return train_tiny_units<Par>(par::wrap::names({}), port_offset, task, fit, callbacks...);
 }
 
 /// One step skipped for an inf gradient that one shard holds.
@@ -401,6 +410,111 @@ void resume(const std::filesystem::path& dir) {
   std::filesystem::create_directories(dir, ignored);
   resume_as<par::ShardGradOp>("ShardGradOp", dir / "shard_grad_op.ckpt", 0);
   resume_as<par::FullShard>("FullShard", dir / "full_shard.ckpt", 3);
+}
+
+// ---- resharding: saved by N ranks under one strategy, resumed by M under another ----
+// `reshard_save` (N ranks) saves at step 5 under each strategy, in its
+// default form (one file under DDP and ZeroSharded, sharded otherwise);
+// `reshard_load` (M ranks) resumes ten of those under another strategy,
+// chosen so that over M in 1..4 every pair of strategies and every pair of
+// rank counts meets: the resumed parameters equal the saved ones bit for
+// bit, and three more steps equal DDP's from the same checkpoint to the
+// reduction order.
+const char* const kStrategies[] = {"DDP", "ZeroSharded", "ShardGradOp", "FullShard", "HybridShard"};
+
+template <class F>
+void with_strategy(int index, F&& f) {
+  switch (index) {
+    case 0:
+      return f(std::type_identity<par::DDP>{});
+    case 1:
+      return f(std::type_identity<par::ZeroSharded>{});
+    case 2:
+      return f(std::type_identity<par::ShardGradOp>{});
+    case 3:
+      return f(std::type_identity<par::FullShard>{});
+    default:
+      return f(std::type_identity<par::HybridShard>{});
+  }
+}
+/// fc1 its own unit under full sharding: groups unlike DDP's.
+par::wrap::Rule reshard_units() {
+  return par::wrap::names({"fc1"});
+}
+std::filesystem::path saved_by(const std::filesystem::path& dir, int strategy, int ranks) {
+  return dir / (std::string(kStrategies[strategy]) + "-" + std::to_string(ranks) + ".ckpt");
+}
+
+void reshard_save(const std::filesystem::path& dir) {
+  std::error_code ignored;
+  std::filesystem::create_directories(dir, ignored);
+  for (int a = 0; a < 5; ++a) {
+    with_strategy(a, [&]<class Par>(std::type_identity<Par>) {
+      const tk::FitOptions fit{.epochs = 2, .max_steps = 5, .data_is_per_rank = true};
+      train_tiny_units<Par>(reshard_units(), a, tk::task::Regression{}, fit,
+                            SaveAt{5, saved_by(dir, a, world_env())});
+    });
+  }
+}
+
+/// The model tensors a checkpoint holds, whole.
+Params saved_model(const std::filesystem::path& file) {
+  const auto ckpt = tk::io::read_checkpoint(file);
+  Params out;
+  if (ckpt.sharded) {
+    for (const auto& [name, info] : ckpt.sharded->tensors()) {
+      if (name.rfind("model.", 0) != 0) continue;
+      out.insert(
+          name.substr(6),
+          ckpt.sharded->read(name, {std::vector<int64_t>(info.shape.size(), 0), info.shape}));
+    }
+  } else {
+    for (const auto& [name, t] : ckpt.parts.at("model").tensors) out.insert(name, t);
+  }
+  return out;
+}
+
+void reshard_load(const std::filesystem::path& dir) {
+  const int m = world_env();
+  int port = 0;
+  const auto next_port = [&] { return port++ % 8; };  // a port's last user is long gone
+  double worst = 0;
+  // Ten of the twenty checkpoints, under strategy b: over M = 1..4 every
+  // (a, b) pair and every (N, M) pair meets.
+  for (int a = 0; a < 5; ++a) {
+    for (int k = 0; k < 2; ++k) {
+      const int n = (a + k) % 4 + 1, b = (a + m + k) % 5;
+      const auto file = saved_by(dir, a, n);
+      const auto saved = saved_model(file);
+      tk::FitOptions resume{.epochs = 2, .max_steps = 5, .data_is_per_rank = true};
+      resume.resume_from = file;
+      auto more = resume;
+      more.max_steps = 8;
+      const auto run = [&]<class Par>(std::type_identity<Par>, const tk::FitOptions& fit) {
+        return train_tiny_units<Par>(reshard_units(), next_port(), tk::task::Regression{}, fit)
+            .params;
+      };
+      Params at_load, trained;
+      with_strategy(b, [&](auto strategy) {
+        at_load = run(strategy, resume);
+        trained = run(strategy, more);
+      });
+      const auto reference = b == 0 ? trained : run(std::type_identity<par::DDP>{}, more);
+      const double load_err = max_rel_diff(at_load, saved);
+      const double err = max_rel_diff(trained, reference);
+      worst = std::max(worst, err);
+      std::printf("rank %d: %s on %d ranks -> %s on %d: at load %.3g, 3 steps vs DDP %.3g\n",
+                  rank_env(), kStrategies[a], n, kStrategies[b], m, load_err, err);
+      const auto pair = std::string(kStrategies[a]) + " x" + std::to_string(n) + " -> " +
+                        kStrategies[b] + " x" + std::to_string(m);
+      check(load_err == 0.0, pair + ": the resumed parameters are the saved ones");
+      // The strategies differ only in reduction order (and clip::Norm's
+      // chunking of the sum of squares): 2e-6 of the largest parameter.
+      check(err <= 2e-6, pair + ": three more steps equal DDP's from the same checkpoint");
+    }
+  }
+  std::printf("rank %d: resharding onto %d ranks: worst 3-step difference from DDP %.3g\n",
+              rank_env(), m, worst);
 }
 
 // ---- memory: what each strategy holds, against the ZeRO paper's formulas ----
@@ -585,6 +699,8 @@ void units() {
 int main(int argc, char** argv) {
   const std::filesystem::path dir = argc > 2 ? argv[2] : ".";
   const auto resume_here = [&] { resume(dir); };
+  const auto reshard_save_here = [&] { reshard_save(dir); };
+  const auto reshard_load_here = [&] { reshard_load(dir); };
   return worker::run(argc, argv,
                      {{"gpt_parity", gpt_parity},
                       {"odd_sizes", odd_sizes},
@@ -592,5 +708,7 @@ int main(int argc, char** argv) {
                       {"unused", unused},
                       {"units", units},
                       {"hybrid", hybrid},
-                      {"resume", resume_here}});
+                      {"resume", resume_here},
+                      {"reshard_save", reshard_save_here},
+                      {"reshard_load", reshard_load_here}});
 }

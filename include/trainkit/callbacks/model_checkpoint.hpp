@@ -71,7 +71,7 @@ class ModelCheckpoint {
   // Every rank calls save_checkpoint (a collective under DDP); rank 0 writes.
   void save(TrainState& state) {
     const auto name = io::checkpoint_folder::step_file_name(state.step);
-    state.save_checkpoint(options_.dir / name);  // atomic: temp file, fsync, rename
+    state.save_checkpoint(options_.dir / name);  // atomic: in place complete, or not at all
     if (!state.is_main_process()) return;
     io::checkpoint_folder::link_last(options_.dir, name);
     prune(options_.dir / name);
@@ -82,7 +82,7 @@ class ModelCheckpoint {
     auto all = checkpoints();
     const auto keep = size_t(options_.keep_last);
     for (size_t i = 0; all.size() > keep && i + keep < all.size(); ++i) {
-      if (all[i] != newest) std::filesystem::remove(all[i]);
+      if (all[i] != newest) std::filesystem::remove_all(all[i]);  // a file, or a sharded folder
     }
   }
 

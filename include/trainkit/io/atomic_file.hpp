@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -47,33 +48,61 @@ inline std::string read_file(const std::filesystem::path& path) {
   return bytes;
 }
 
+/// A file written in pieces that replaces `path` atomically at commit();
+/// destroyed uncommitted (an error, a crash), it leaves `path` as it was.
+class AtomicFile {
+ public:
+  explicit AtomicFile(std::filesystem::path path) : path_(std::move(path)) {
+    const auto dir = path_.parent_path();
+    if (!dir.empty()) std::filesystem::create_directories(dir);
+    tmp_ = path_;
+    tmp_ += ".tmp." + std::to_string(::getpid());
+    fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd_ < 0) {
+      throw Error("trainkit: cannot create " + tmp_.string() + ": " + std::strerror(errno));
+    }
+  }
+  AtomicFile(const AtomicFile&) = delete;
+  AtomicFile& operator=(const AtomicFile&) = delete;
+  ~AtomicFile() {
+    if (fd_ < 0) return;
+    ::close(fd_);
+    std::error_code ignored;
+    std::filesystem::remove(tmp_, ignored);
+  }
+  void write(std::string_view bytes) {
+    detail::write_all(fd_, bytes.data(), bytes.size(), tmp_.string());
+    size_ += bytes.size();
+  }
+  /// Bytes written so far.
+  uint64_t size() const { return size_; }
+  /// fsync, rename over `path`, fsync of the folder.
+  void commit() {
+    if (::fsync(fd_) != 0) {
+      throw Error("trainkit: fsync of " + tmp_.string() + " failed: " + std::strerror(errno));
+    }
+    ::close(fd_);
+    fd_ = -1;
+    if (::rename(tmp_.c_str(), path_.c_str()) != 0) {
+      const std::string why = std::strerror(errno);
+      std::filesystem::remove(tmp_);
+      throw Error("trainkit: cannot rename " + tmp_.string() + " to " + path_.string() + ": " +
+                  why);
+    }
+    detail::fsync_dir(path_.parent_path());
+  }
+
+ private:
+  std::filesystem::path path_, tmp_;
+  int fd_ = -1;
+  uint64_t size_ = 0;
+};
+
 /// Replaces `path` with `contents`, atomically.
 inline void write_file_atomically(const std::filesystem::path& path, std::string_view contents) {
-  const auto dir = path.parent_path();
-  if (!dir.empty()) std::filesystem::create_directories(dir);
-  auto tmp = path;
-  tmp += ".tmp." + std::to_string(::getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    throw Error("trainkit: cannot create " + tmp.string() + ": " + std::strerror(errno));
-  }
-  try {
-    detail::write_all(fd, contents.data(), contents.size(), tmp.string());
-    if (::fsync(fd) != 0) {
-      throw Error("trainkit: fsync of " + tmp.string() + " failed: " + std::strerror(errno));
-    }
-  } catch (...) {
-    ::close(fd);
-    std::filesystem::remove(tmp);
-    throw;
-  }
-  ::close(fd);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string why = std::strerror(errno);
-    std::filesystem::remove(tmp);
-    throw Error("trainkit: cannot rename " + tmp.string() + " to " + path.string() + ": " + why);
-  }
-  detail::fsync_dir(dir);
+  AtomicFile file(path);
+  file.write(contents);
+  file.commit();
 }
 
 }  // namespace trainkit::io

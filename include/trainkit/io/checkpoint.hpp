@@ -21,7 +21,9 @@
 
 #include "trainkit/io/atomic_file.hpp"
 #include "trainkit/io/checkpoint_codec.hpp"
+#include "trainkit/io/checkpoint_values.hpp"
 #include "trainkit/io/safetensors.hpp"
+#include "trainkit/io/sharded_checkpoint.hpp"
 #include "trainkit/state_dict.hpp"
 
 namespace trainkit::io {
@@ -54,39 +56,12 @@ inline void seal(std::string& bytes) {
   throw Error("trainkit: " + file + ": " + what);
 }
 
-inline nlohmann::json to_json(const StateValue& v) {
-  switch (v.kind()) {
-    case StateValue::Kind::kBool:
-      return v.as_bool();
-    case StateValue::Kind::kInt:
-      return v.as_int();
-    case StateValue::Kind::kDouble: {
-      const auto x = StateDict::number(v.as_double());  // inf and NaN as strings
-      return x.kind() == StateValue::Kind::kString ? nlohmann::json(x.as_string())
-                                                   : nlohmann::json(v.as_double());
-    }
-    case StateValue::Kind::kString:
-      return v.as_string();
-  }
-  return nullptr;
-}
-inline StateValue from_json(const std::string& key, const nlohmann::json& j) {
-  if (j.is_boolean()) return j.get<bool>();
-  if (j.is_number_unsigned() && j.get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max()))
-    throw Error("value \"" + key + "\" is " + j.dump() + ", beyond a 64-bit integer");
-  if (j.is_number_integer()) return j.get<int64_t>();
-  if (j.is_number_float()) return j.get<double>();
-  if (j.is_string()) return j.get<std::string>();
-  throw Error("value \"" + key + "\" is " + j.type_name() + ", not a bool, number or string");
-}
 }  // namespace detail
 
 inline std::string to_checkpoint_bytes(const Checkpoint& ckpt) {
   NamedTensors tensors;
-  nlohmann::json values = nlohmann::json::object();
+  const auto values = values_to_json(ckpt);
   for (const auto& [part, dict] : ckpt.parts) {
-    auto& out = values[part] = nlohmann::json::object();
-    for (const auto& [key, v] : dict.values) out[key] = detail::to_json(v);
     for (const auto& [name, t] : dict.tensors) tensors.emplace_back(part + "/" + name, t);
   }
   auto bytes =
@@ -129,12 +104,7 @@ inline Checkpoint from_checkpoint_bytes(std::string bytes, const std::string& fi
   }
   Checkpoint ckpt;
   try {
-    const auto values = nlohmann::json::parse(st.metadata.at("trainkit.values"));
-    for (const auto& [part, v] : values.items()) {
-      if (!v.is_object()) throw Error("part \"" + part + "\" is not an object");
-      auto& out = ckpt.parts[part].values;
-      for (const auto& [key, x] : v.items()) out[key] = detail::from_json(key, x);
-    }
+    ckpt = values_from_json(nlohmann::json::parse(st.metadata.at("trainkit.values")));
   } catch (const std::exception& e) {
     bad_checkpoint(file, std::string("unreadable state values (") + e.what() + ")");
   }
@@ -150,7 +120,16 @@ inline void write_checkpoint(const std::filesystem::path& path, const Checkpoint
   write_file_atomically(path, to_checkpoint_bytes(ckpt));
 }
 
+/// A checkpoint file, or a sharded checkpoint's folder (its values, and
+/// Checkpoint::sharded to read its tensors box by box).
 inline Checkpoint read_checkpoint(const std::filesystem::path& path) {
+  if (std::filesystem::is_directory(path)) {
+    if (!checkpoint_folder::is_sharded_checkpoint(path)) {
+      throw Error("trainkit: " + path.string() + " is a folder without " + sharded::kIndexFile +
+                  ": not a sharded checkpoint (or one whose save did not finish)");
+    }
+    return sharded::read(path);
+  }
   if (!std::filesystem::exists(path))
     throw Error("trainkit: cannot open checkpoint " + path.string());
   return from_checkpoint_bytes(read_file(path), path.string());
@@ -159,7 +138,8 @@ inline Checkpoint read_checkpoint(const std::filesystem::path& path) {
 namespace detail {
 // Registers the codec once per program, before main (see checkpoint_codec.hpp).
 inline const bool checkpoint_codec_registered = [] {
-  registered_codec() = {&read_checkpoint, &write_checkpoint};
+  registered_codec() = {&read_checkpoint, &write_checkpoint, &sharded::write_pieces,
+                        &sharded::commit};
   return true;
 }();
 }  // namespace detail

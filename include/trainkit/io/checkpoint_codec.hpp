@@ -1,12 +1,16 @@
 #pragma once
 // A checkpoint as the Trainer sees it: parts in memory, and the file codec
 // that reads and writes them. The codec (io/checkpoint.hpp: safetensors,
-// JSON, CRC, atomic files) registers itself when any source file of the
-// program includes it, so the many files that only instantiate a Trainer do
-// not each compile a JSON parser (docs/decisions.md, "checkpoint codec").
+// JSON, CRC, atomic files; io/sharded_checkpoint.hpp: a folder of per-rank
+// files) registers itself when any source file of the program includes it,
+// so the many files that only instantiate a Trainer do not each compile a
+// JSON parser (docs/decisions.md, "checkpoint codec").
+#include <torch/types.h>
+
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -18,14 +22,59 @@
 
 namespace trainkit::io {
 
+/// A box of a tensor: from `offsets`, `sizes` elements along each dimension.
+struct TensorBox {
+  std::vector<int64_t> offsets, sizes;
+  int64_t numel() const {
+    int64_t n = 1;
+    for (const auto s : sizes) n *= s;
+    return n;
+  }
+};
+
+/// The tensors of a sharded checkpoint, read box by box from the chunks
+/// that hold them (io/sharded_checkpoint.hpp).
+class ShardedTensors {
+ public:
+  struct Info {
+    at::ScalarType dtype = at::kFloat;
+    std::vector<int64_t> shape;
+  };
+  virtual ~ShardedTensors() = default;
+  virtual const std::map<std::string, Info>& tensors() const = 0;
+  /// The elements of tensor `name` in `box` (a CPU tensor of box.sizes).
+  virtual at::Tensor read(const std::string& name, const TensorBox& box) const = 0;
+};
+
 struct Checkpoint {
   std::map<std::string, StateDict> parts;  ///< "trainer", "model", "optim", "callback.0", ...
+  /// A sharded checkpoint's tensors (its parts then hold the plain values
+  /// and the tensors no rank shards); null for a single file.
+  std::shared_ptr<const ShardedTensors> sharded;
+};
+
+/// One box of a global tensor that a rank writes to a sharded checkpoint.
+struct TensorPiece {
+  std::string name;            ///< "model.fc.weight", "optim.state.fc.weight.exp_avg", ...
+  std::vector<int64_t> shape;  ///< the whole tensor's
+  TensorBox box;
+  at::Tensor data;  ///< box.sizes, contiguous
 };
 
 namespace detail {
 struct CheckpointCodec {
+  /// A file, or a sharded checkpoint's folder (its values and its tensors' reader).
   Checkpoint (*read)(const std::filesystem::path&) = nullptr;
   void (*write)(const std::filesystem::path&, const Checkpoint&) = nullptr;
+  /// Sharded: writes one rank's pieces into folder `staging` and returns
+  /// their index entries (text for the commit).
+  std::string (*write_pieces)(const std::filesystem::path& staging, int rank,
+                              const std::vector<TensorPiece>& pieces) = nullptr;
+  /// Sharded, on one rank once every rank wrote: the index (values, and
+  /// the ranks' entries) into `staging`, then `staging` put in place of
+  /// `target` in one step.
+  void (*commit)(const std::filesystem::path& staging, const std::filesystem::path& target,
+                 const Checkpoint& values, const std::vector<std::string>& entries) = nullptr;
 };
 /// What io/checkpoint.hpp registered (null pointers until a source file includes it).
 inline CheckpointCodec& registered_codec() {
@@ -57,7 +106,9 @@ TRAINKIT_INLINE detail::CheckpointCodec checkpoint_codec(const char* option,
 TRAINKIT_INLINE std::optional<FoundCheckpoint> read_newest_checkpoint(
     const std::filesystem::path& path, Checkpoint (*read)(const std::filesystem::path&),
     bool if_present) {
-  const bool folder = std::filesystem::is_directory(path);
+  // a folder of checkpoints; a folder named *.ckpt is a sharded checkpoint
+  const bool folder = std::filesystem::is_directory(path) && path.extension() != ".ckpt" &&
+                      !checkpoint_folder::is_sharded_checkpoint(path);
   const auto files = folder ? checkpoint_folder::newest_candidates(path)
                             : std::vector<std::filesystem::path>{path};
   if (files.empty() || (!folder && !std::filesystem::exists(path))) {

@@ -3,7 +3,8 @@
 // step-<9-digit step>.ckpt (so names sort by step), last.ckpt a symlink to
 // the newest, best.ckpt for a monitored metric. callbacks::ModelCheckpoint
 // writes it; fit's `resume_from` reads its newest checkpoint by step, which
-// may be another file in it (checkpoint_on_signal's).
+// may be another file in it (checkpoint_on_signal's). A checkpoint is a
+// file, or a sharded checkpoint's folder of that name (its index inside).
 #include <unistd.h>
 
 #include <algorithm>
@@ -29,6 +30,13 @@ inline std::filesystem::path last_link(const std::filesystem::path& dir) {
 inline std::filesystem::path best_file(const std::filesystem::path& dir) {
   return dir / "best.ckpt";
 }
+/// A sharded checkpoint's index, in its folder (io/sharded_checkpoint.hpp).
+inline constexpr const char* kShardedIndex = "trainkit.json";
+/// Whether `path` is a sharded checkpoint (a folder with its index), not a
+/// folder of checkpoints.
+inline bool is_sharded_checkpoint(const std::filesystem::path& path) {
+  return std::filesystem::is_directory(path) && std::filesystem::exists(path / kShardedIndex);
+}
 
 /// The step checkpoints in `dir`, oldest first.
 TRAINKIT_INLINE std::vector<std::filesystem::path> step_files(const std::filesystem::path& dir);
@@ -49,7 +57,9 @@ TRAINKIT_INLINE std::vector<std::filesystem::path> step_files(const std::filesys
   if (!std::filesystem::is_directory(dir)) return out;
   for (const auto& e : std::filesystem::directory_iterator(dir)) {
     const auto name = e.path().filename().string();
-    if (name.rfind("step-", 0) == 0 && e.path().extension() == ".ckpt") out.push_back(e.path());
+    if (name.rfind("step-", 0) == 0 && e.path().extension() == ".ckpt" &&
+        (e.is_regular_file() || is_sharded_checkpoint(e.path())))
+      out.push_back(e.path());
   }
   std::sort(out.begin(), out.end());
   return out;
@@ -80,7 +90,8 @@ TRAINKIT_INLINE std::vector<std::filesystem::path> newest_candidates(
   std::vector<fs::path> others;
   for (const auto& e : fs::directory_iterator(dir)) {
     const auto name = e.path().filename().string();
-    if (e.is_regular_file() && e.path().extension() == ".ckpt" && name.rfind("step-", 0) != 0 &&
+    if ((e.is_regular_file() || is_sharded_checkpoint(e.path())) &&
+        e.path().extension() == ".ckpt" && name.rfind("step-", 0) != 0 &&
         e.path() != best_file(dir) && e.path() != last_link(dir))
       others.push_back(e.path());
   }

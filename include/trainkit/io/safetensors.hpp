@@ -28,6 +28,7 @@
 #include "trainkit/error.hpp"
 #include "trainkit/io/atomic_file.hpp"
 #include "trainkit/io/named_tensors.hpp"
+#include "trainkit/io/tensor_spec.hpp"
 
 namespace trainkit::io {
 
@@ -61,37 +62,83 @@ inline std::string dtype_name(at::ScalarType t) {
 
 }  // namespace detail
 
-/// The bytes of a safetensors file holding `tensors` and `metadata`.
-inline std::string to_safetensors(const NamedTensors& tensors,
-                                  const std::map<std::string, std::string>& metadata = {}) {
+namespace detail {
+/// A safetensors file's header (its length, then the JSON, padded to 8
+/// bytes) for tensors of `specs` back to back; `data_bytes` gets their total.
+inline std::string safetensors_header(const std::vector<TensorSpec>& specs,
+                                      const std::map<std::string, std::string>& metadata,
+                                      uint64_t& data_bytes) {
   nlohmann::json header = nlohmann::json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
-  std::vector<at::Tensor> contiguous;
   uint64_t offset = 0;
-  for (const auto& [name, t] : tensors) {
-    if (name == "__metadata__" || header.contains(name)) {
-      throw Error("trainkit: safetensors tensor name \"" + name + "\" is reserved or repeated");
+  for (const auto& spec : specs) {
+    if (spec.name == "__metadata__" || header.contains(spec.name)) {
+      throw Error("trainkit: safetensors tensor name \"" + spec.name +
+                  "\" is reserved or repeated");
     }
-    auto c = t.detach().to(at::kCPU).contiguous();
-    const uint64_t bytes = uint64_t(c.numel()) * c.element_size();
-    header[name] = {{"dtype", detail::dtype_name(c.scalar_type())},
-                    {"shape", c.sizes().vec()},
-                    {"data_offsets", {offset, offset + bytes}}};
+    const uint64_t bytes =
+        uint64_t(c10::multiply_integers(spec.shape)) * uint64_t(at::elementSize(spec.dtype));
+    header[spec.name] = {{"dtype", dtype_name(spec.dtype)},
+                         {"shape", spec.shape},
+                         {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
-    contiguous.push_back(std::move(c));
   }
   std::string json = header.dump();
   json.append((8 - json.size() % 8) % 8, ' ');  // the format pads the header to 8 bytes
   std::string out(8, '\0');
   const uint64_t n = json.size();
   std::memcpy(out.data(), &n, 8);
-  out += json;
-  out.reserve(out.size() + offset);
-  for (const auto& c : contiguous) {
-    out.append(static_cast<const char*>(c.data_ptr()), size_t(c.numel()) * c.element_size());
+  data_bytes = offset;
+  return out + json;
+}
+inline std::string_view bytes_of(const at::Tensor& contiguous) {
+  return {static_cast<const char*>(contiguous.data_ptr()),
+          size_t(contiguous.numel()) * contiguous.element_size()};
+}
+}  // namespace detail
+
+/// The bytes of a safetensors file holding `tensors` and `metadata`.
+inline std::string to_safetensors(const NamedTensors& tensors,
+                                  const std::map<std::string, std::string>& metadata = {}) {
+  std::vector<TensorSpec> specs;
+  std::vector<at::Tensor> contiguous;
+  for (const auto& [name, t] : tensors) {
+    contiguous.push_back(t.detach().to(at::kCPU).contiguous());
+    specs.push_back({name, t.scalar_type(), t.sizes().vec()});
   }
+  uint64_t data_bytes = 0;
+  auto out = detail::safetensors_header(specs, metadata, data_bytes);
+  out.reserve(out.size() + data_bytes);
+  for (const auto& c : contiguous) out += detail::bytes_of(c);
   return out;
 }
+
+/// A safetensors file written tensor by tensor, atomically: the header
+/// first, from `specs`, so memory holds one tensor at a time (io/convert.hpp).
+class SafetensorsWriter {
+ public:
+  SafetensorsWriter(const std::filesystem::path& path, std::vector<TensorSpec> specs,
+                    const std::map<std::string, std::string>& metadata = {})
+      : specs_(std::move(specs)), file_(path) {
+    uint64_t data_bytes = 0;
+    file_.write(detail::safetensors_header(specs_, metadata, data_bytes));
+  }
+  /// The next tensor, in the specs' order.
+  void write(const at::Tensor& t) {
+    detail::next_spec(specs_, written_++, t);
+    file_.write(detail::bytes_of(t.detach().to(at::kCPU).contiguous()));
+  }
+  /// Puts the file in place: every tensor must be written.
+  void commit() {
+    detail::require_all_written(specs_, written_);
+    file_.commit();
+  }
+
+ private:
+  std::vector<TensorSpec> specs_;
+  size_t written_ = 0;
+  AtomicFile file_;
+};
 
 /// Parses and checks a whole safetensors file held in `bytes`; `file` names it in errors.
 inline Safetensors from_safetensors(const std::string& bytes, const std::string& file) {

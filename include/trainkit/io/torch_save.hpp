@@ -28,6 +28,7 @@
 #include "trainkit/io/detail/unpickler.hpp"
 #include "trainkit/io/detail/zip_reader.hpp"
 #include "trainkit/io/named_tensors.hpp"
+#include "trainkit/io/tensor_spec.hpp"
 
 namespace trainkit::io {
 
@@ -138,10 +139,11 @@ inline bool looks_like_pickle(std::string_view bytes) {
   return bytes.size() >= 2 && uint8_t(bytes[0]) == 0x80 && bytes[1] >= 2 && bytes[1] <= 5;
 }
 
-/// The tensors of the object a torch.save file holds (a state dict, or a
-/// dict of them: see detail::flatten), read onto the CPU; tensors that were
-/// views of one storage stay views of one tensor. `file` names it in errors.
-inline NamedTensors from_torch_save(const std::string& bytes, const std::string& file) {
+namespace detail {
+/// Calls `f(top, context, pickle_bytes)` with the object a torch.save file
+/// holds, its tensors read onto the CPU (views of one storage stay views).
+template <class F>
+auto with_torch_save_object(const std::string& bytes, const std::string& file, F&& f) {
   const std::string context = "trainkit: " + file + ": not a readable torch.save file: ";
   if (!looks_like_torch_save(bytes)) throw Error(context + "not a zip archive");
   if (bytes.rfind("PK\x03\x04", 0) != 0) {
@@ -149,7 +151,7 @@ inline NamedTensors from_torch_save(const std::string& bytes, const std::string&
                 "it is in the format before PyTorch 1.6 (_use_new_zipfile_serialization=False), "
                 "which is not read; save it again with a newer PyTorch's torch.save");
   }
-  const detail::ZipReader zip(bytes, context);
+  const ZipReader zip(bytes, context);
   std::string prefix;
   for (const auto& [name, method] : zip.entries()) {
     const auto slash = name.find('/');
@@ -183,83 +185,181 @@ inline NamedTensors from_torch_save(const std::string& bytes, const std::string&
     return t;
   };
   const auto data_pkl = zip.stored(prefix + "data.pkl");
-  detail::Unpickler unpickler(*data_pkl, load, context);
-  const auto& top = unpickler.run();
-  if (top.kind != detail::PyValue::Kind::Dict) throw Error(context + "it holds no dict of tensors");
-  return detail::Flattening(context, data_pkl->size()).run(top);
+  Unpickler unpickler(*data_pkl, load, context);
+  return f(unpickler.run(), context, uint64_t(data_pkl->size()));
+}
+}  // namespace detail
+
+/// The tensors of the object a torch.save file holds (a state dict, or a
+/// dict of them: see detail::flatten), read onto the CPU; tensors that were
+/// views of one storage stay views of one tensor. `file` names it in errors.
+inline NamedTensors from_torch_save(const std::string& bytes, const std::string& file) {
+  return detail::with_torch_save_object(
+      bytes, file, [](const detail::PyValue& top, const std::string& context, uint64_t size) {
+        if (top.kind != detail::PyValue::Kind::Dict)
+          throw Error(context + "it holds no dict of tensors");
+        return detail::Flattening(context, size).run(top);
+      });
+}
+
+/// The tensor a torch.save file of one tensor holds (`torch.save(t, f)`:
+/// each chunk of PyTorch's distributed checkpoint is one).
+inline at::Tensor tensor_from_torch_save(const std::string& bytes, const std::string& file) {
+  return detail::with_torch_save_object(
+      bytes, file, [](const detail::PyValue& top, const std::string& context, uint64_t) {
+        if (top.kind != detail::PyValue::Kind::Tensor) throw Error(context + "it holds no tensor");
+        return top.tensor;
+      });
 }
 
 inline NamedTensors load_torch_save(const std::filesystem::path& path) {
   return from_torch_save(read_file(path), path.string());
 }
 
+namespace detail {
+/// The pickle torch.save writes (protocol 2) and its storages, made value by value.
+class TorchSavePickler {
+ public:
+  TorchSavePickler() : pickle_("\x80\x02") {}
+  void text(const std::string& s) {
+    const auto n = uint32_t(s.size());
+    pickle_ += 'X';
+    pickle_.append(reinterpret_cast<const char*>(&n), 4);
+    pickle_ += s;
+  }
+  void raw(std::string_view opcodes) { pickle_ += opcodes; }
+  /// torch._utils._rebuild_tensor_v2 of `t` (copied to the CPU, contiguous);
+  /// `what` names it in errors.
+  void tensor(const at::Tensor& t, const std::string& what) {
+    auto c = t.detach().to(at::kCPU).contiguous();
+    reference(c.scalar_type(), c.sizes(), what);
+    storages_.push_back(std::move(c));
+  }
+  /// The same for a tensor of `dtype` and `sizes` (contiguous) whose
+  /// storage, the next one, is written later (TorchSaveWriter).
+  void reference(at::ScalarType dtype, c10::IntArrayRef sizes, const std::string& what) {
+    const auto type = std::find_if(storage_types().begin(), storage_types().end(),
+                                   [&](const auto& st) { return st.second == dtype; });
+    if (type == storage_types().end()) {
+      throw Error("trainkit: to_torch_save: " + what + " has dtype " + c10::toString(dtype) +
+                  ", which torch.save's storages do not name");
+    }
+    pickle_ += "ctorch._utils\n_rebuild_tensor_v2\n(";
+    pickle_ += "(";
+    text("storage");
+    pickle_ += "ctorch\n" + type->first + "\n";
+    text(std::to_string(references_++));
+    text("cpu");
+    integer(c10::multiply_integers(sizes));
+    pickle_ += "tQ";  // the persistent id: a storage
+    integer(0);
+    tuple(sizes);
+    tuple(c10::contiguous_strides(sizes));
+    pickle_ += "\x89" + std::string(kOrderedDict) + "tR";  // requires_grad False, no hooks
+  }
+  /// The pickle so far, ended with STOP.
+  std::string pickle() const { return pickle_ + '.'; }
+  /// The zip archive, the pickle ended with STOP.
+  std::string finish() {
+    const auto pickled = pickle();
+    std::string out;
+    caffe2::serialize::PyTorchStreamWriter writer([&](const void* data, size_t size) {
+      out.append(static_cast<const char*>(data), size);
+      return size;
+    });
+    writer.writeRecord("data.pkl", pickled.data(), pickled.size());
+    writer.writeRecord("byteorder", "little", 6);
+    for (size_t i = 0; i < storages_.size(); ++i) {
+      const auto& c = storages_[i];
+      writer.writeRecord("data/" + std::to_string(i), c.data_ptr(), c.nbytes());
+    }
+    writer.writeEndOfFile();
+    return out;
+  }
+  static constexpr const char* kOrderedDict = "ccollections\nOrderedDict\n)R";
+
+ private:
+  void integer(int64_t v) {  // LONG1 of 8 bytes
+    pickle_ += "\x8a\x08";
+    pickle_.append(reinterpret_cast<const char*>(&v), 8);
+  }
+  void tuple(c10::IntArrayRef values) {
+    pickle_ += '(';
+    for (const auto v : values) integer(v);
+    pickle_ += 't';
+  }
+  std::string pickle_;
+  std::vector<at::Tensor> storages_;
+  size_t references_ = 0;
+};
+}  // namespace detail
+
 /// The bytes of a torch.save file holding `tensors` as an OrderedDict by
 /// name (what Python's `model.load_state_dict(torch.load(path))` takes, with
 /// weights_only too): the pickle torch.save writes for a state dict, one
 /// storage per tensor, in LibTorch's own zip writer.
 inline std::string to_torch_save(const NamedTensors& tensors) {
-  std::string pickle = "\x80\x02";  // protocol 2, as torch.save
-  const auto text = [&](const std::string& s) {
-    const auto n = uint32_t(s.size());
-    pickle += 'X';
-    pickle.append(reinterpret_cast<const char*>(&n), 4);
-    pickle += s;
-  };
-  const auto integer = [&](int64_t v) {  // LONG1 of 8 bytes
-    pickle += "\x8a\x08";
-    pickle.append(reinterpret_cast<const char*>(&v), 8);
-  };
-  const auto tuple = [&](c10::IntArrayRef values) {
-    pickle += '(';
-    for (const auto v : values) integer(v);
-    pickle += 't';
-  };
-  const std::string ordered_dict = "ccollections\nOrderedDict\n)R";
-  pickle += ordered_dict + "(";
-  std::vector<at::Tensor> storages;
+  detail::TorchSavePickler pickler;
+  pickler.raw(std::string(detail::TorchSavePickler::kOrderedDict) + "(");
   std::set<std::string> names;
   for (const auto& [name, t] : tensors) {
     if (!names.insert(name).second)
       throw Error("trainkit: to_torch_save: tensor name \"" + name + "\" is repeated");
-    const auto type = std::find_if(detail::storage_types().begin(), detail::storage_types().end(),
-                                   [&](const auto& st) { return st.second == t.scalar_type(); });
-    if (type == detail::storage_types().end()) {
-      throw Error(std::string("trainkit: to_torch_save: tensor \"") + name + "\" has dtype " +
-                  c10::toString(t.scalar_type()) + ", which torch.save's storages do not name");
-    }
-    auto c = t.detach().to(at::kCPU).contiguous();
-    text(name);
-    pickle += "ctorch._utils\n_rebuild_tensor_v2\n(";
-    pickle += "(";
-    text("storage");
-    pickle += "ctorch\n" + type->first + "\n";
-    text(std::to_string(storages.size()));
-    text("cpu");
-    integer(c.numel());
-    pickle += "tQ";  // the persistent id: a storage
-    integer(0);
-    tuple(c.sizes());
-    tuple(c.strides());
-    pickle += "\x89" + ordered_dict + "tR";  // requires_grad False, no hooks
-    storages.push_back(std::move(c));
+    pickler.text(name);
+    pickler.tensor(t, "tensor \"" + name + "\"");
   }
-  pickle += "u.";
-  std::string out;
-  {
-    caffe2::serialize::PyTorchStreamWriter writer([&](const void* data, size_t size) {
-      out.append(static_cast<const char*>(data), size);
-      return size;
-    });
-    writer.writeRecord("data.pkl", pickle.data(), pickle.size());
-    writer.writeRecord("byteorder", "little", 6);
-    for (size_t i = 0; i < storages.size(); ++i) {
-      const auto& c = storages[i];
-      writer.writeRecord("data/" + std::to_string(i), c.data_ptr(), c.nbytes());
-    }
-    writer.writeEndOfFile();
-  }
-  return out;
+  pickler.raw("u");
+  return pickler.finish();
 }
+
+/// The bytes of `torch.save(t, f)`: one tensor, as PyTorch's distributed
+/// checkpoint stores each chunk.
+inline std::string to_torch_save(const at::Tensor& t) {
+  detail::TorchSavePickler pickler;
+  pickler.tensor(t, "the tensor");
+  return pickler.finish();
+}
+
+/// A torch.save file of a state dict written tensor by tensor, atomically:
+/// the pickle first, from `specs`, then each tensor's storage as it comes,
+/// so memory holds one tensor at a time (io/convert.hpp).
+class TorchSaveWriter {
+ public:
+  TorchSaveWriter(const std::filesystem::path& path, std::vector<TensorSpec> specs)
+      : specs_(std::move(specs)), file_(path) {
+    detail::TorchSavePickler pickler;
+    pickler.raw(std::string(detail::TorchSavePickler::kOrderedDict) + "(");
+    for (const auto& spec : specs_) {
+      pickler.text(spec.name);
+      pickler.reference(spec.dtype, spec.shape, "tensor \"" + spec.name + "\"");
+    }
+    pickler.raw("u");
+    const auto pickled = pickler.pickle();
+    writer_.writeRecord("data.pkl", pickled.data(), pickled.size());
+    writer_.writeRecord("byteorder", "little", 6);
+  }
+  /// The next tensor, in the specs' order.
+  void write(const at::Tensor& t) {
+    detail::next_spec(specs_, written_, t);
+    const auto c = t.detach().to(at::kCPU).contiguous();
+    writer_.writeRecord("data/" + std::to_string(written_++), c.data_ptr(), c.nbytes());
+  }
+  /// Ends the archive and puts the file in place: every tensor must be written.
+  void commit() {
+    detail::require_all_written(specs_, written_);
+    writer_.writeEndOfFile();
+    file_.commit();
+  }
+
+ private:
+  std::vector<TensorSpec> specs_;
+  size_t written_ = 0;
+  AtomicFile file_;
+  caffe2::serialize::PyTorchStreamWriter writer_{[this](const void* data, size_t size) {
+    file_.write(std::string_view(static_cast<const char*>(data), size));
+    return size;
+  }};
+};
 
 /// Writes `tensors` to `path` atomically, for Python's torch.load.
 inline void save_torch_save(const std::filesystem::path& path, const NamedTensors& tensors) {

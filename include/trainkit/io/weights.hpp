@@ -1,7 +1,8 @@
 #pragma once
 // Pretrained weights from any of the files a run meets, for fine-tuning:
 // safetensors (Hugging Face, trainkit's save_safetensors), a trainkit
-// checkpoint's model part (or a run folder's newest checkpoint), and a state
+// checkpoint's model part (a file, a sharded folder, or a run folder's
+// newest checkpoint), and a state
 // dict saved by Python's torch.save. The format is told from the file's
 // bytes, not its name.
 //
@@ -28,7 +29,16 @@ inline NamedTensors read_weights(const std::filesystem::path& path) {
     const auto part = ckpt.parts.find("model");
     if (part == ckpt.parts.end())
       throw Error("trainkit: " + file.string() + ": a checkpoint without a model part");
-    return NamedTensors(part->second.tensors.begin(), part->second.tensors.end());
+    NamedTensors out(part->second.tensors.begin(), part->second.tensors.end());
+    if (ckpt.sharded) {  // a sharded checkpoint's model tensors, read whole
+      for (const auto& [name, info] : ckpt.sharded->tensors()) {
+        if (name.rfind("model.", 0) != 0) continue;
+        out.emplace_back(
+            name.substr(6),
+            ckpt.sharded->read(name, {std::vector<int64_t>(info.shape.size(), 0), info.shape}));
+      }
+    }
+    return out;
   };
   if (std::filesystem::is_directory(path)) {
     const auto found = read_newest_checkpoint(path, &read_checkpoint, false);

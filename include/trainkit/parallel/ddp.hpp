@@ -205,6 +205,9 @@ class DDP {
     return group_->sum(std::move(values), what);
   }
   int64_t max(int64_t value, const std::string& what) { return group_->max(value, what); }
+  std::vector<std::string> all_gather(const std::string& mine, const std::string& what) {
+    return group_->all_gather(mine, what);
+  }
   void barrier(const std::string& what) { group_->barrier(what); }
 
   /// Every rank holds all of the optimizer's state: nothing to gather or shard.
@@ -215,6 +218,8 @@ class DDP {
   void after_step(FlatParams&) {}
   /// The gradients the update reads: every rank holds all of them.
   FlatParams& gradients(FlatParams& flat) { return flat; }
+  /// Every rank holds all; each writes its part to a sharded checkpoint.
+  GroupShare written_share() const { return {rank(), world_size()}; }
 
   /// Buckets of the open step already started (all-reducing in the background).
   size_t buckets_started() const { return next_; }

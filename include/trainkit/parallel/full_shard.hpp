@@ -83,13 +83,11 @@ class FullShard : public ShardGradOp, private UnitRunner {
     ShardGradOp::attach(flat);
     full_ = &flat;
     for (auto& u : units_) u.groups.clear(), u.buckets = 0;
-    views_.assign(flat.groups().size(), {});
     for (size_t i = 0; i < flat.groups().size(); ++i) {
       auto& g = flat.groups()[i];
       auto& mine = shard().groups()[i];
       mine.data = mine.data.clone();  // the shard's own bytes: the whole buffer's go
       units_[g.unit].groups.push_back(i);
-      for (const auto& p : g.params) views_[i].push_back({p.sizes().vec(), p.strides().vec()});
     }
     for (const auto& b : buckets_) ++units_[flat.groups()[b.group].unit].buckets;
     for (auto& u : units_) u.state = State::Gathered;
@@ -150,10 +148,6 @@ class FullShard : public ShardGradOp, private UnitRunner {
     size_t buckets = 0, buckets_left = 0;
     bool entered = false;  ///< announced through parallel::unit in the first training forward
   };
-  struct View {
-    std::vector<int64_t> sizes, strides;
-  };
-
   /// Top-down: a module the rule selects is a unit with everything under
   /// it. A parameter registered by two units (or by a unit and the root)
   /// goes to the root, which stays gathered through forward and backward.
@@ -209,7 +203,7 @@ class FullShard : public ShardGradOp, private UnitRunner {
     auto& group = full_->groups()[g];
     for (size_t k = 0; k < group.params.size(); ++k)
       group.params[k].set_data(
-          group.data.as_strided(views_[g][k].sizes, views_[g][k].strides, group.offsets[k]));
+          group.data.as_strided(group.views[k].sizes, group.views[k].strides, group.offsets[k]));
   }
 
   // ---- units ----
@@ -344,7 +338,6 @@ class FullShard : public ShardGradOp, private UnitRunner {
   std::vector<Unit> units_{Unit{}};  ///< [0]: the root (the parameters no unit takes)
   std::unordered_map<std::string, size_t> unit_of_;
   std::unordered_map<const torch::nn::Module*, size_t> index_;
-  std::vector<std::vector<View>> views_;  ///< per flat group, per parameter
   FlatParams* full_ = nullptr;
   std::vector<size_t> order_;  ///< units in the first training forward's order
   bool recording_ = false, recorded_ = false, in_backward_ = false;

@@ -58,6 +58,9 @@ class HybridShard : public FullShard {
     for (auto& w : works) replicas_->wait(w, "all-reduce of gradient shards across hosts");
   }
 
+  /// The same shard is on every host: each writes a part of it.
+  GroupShare written_share() const { return {replicas_->rank(), replicas_->world_size()}; }
+
   /// This rank's host among the hosts, and the ranks on each.
   int hosts() const { return replicas_->world_size(); }
   int ranks_per_host() const { return shards_->world_size(); }

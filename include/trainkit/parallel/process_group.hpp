@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -189,6 +190,28 @@ class ProcessGroup {
     auto t = at::tensor({value}, at::kLong).to(device_for_reductions());
     all_reduce(t, what, c10d::ReduceOp::MAX);
     return t.cpu().item<int64_t>();
+  }
+  /// Every rank's `mine`, by rank, on every rank (small texts: the lengths
+  /// are summed, then each rank broadcasts its bytes).
+  std::vector<std::string> all_gather(const std::string& mine, const std::string& what) {
+    std::vector<double> lengths(size_t(env_.world_size), 0.0);
+    lengths[size_t(env_.rank)] = double(mine.size());
+    lengths = sum(std::move(lengths), what + " (lengths)");
+    std::vector<at::Tensor> bytes;
+    std::vector<Work> works;
+    for (int r = 0; r < env_.world_size; ++r) {
+      auto t = at::empty({int64_t(lengths[size_t(r)])}, at::kByte);
+      if (r == env_.rank && !mine.empty()) std::memcpy(t.data_ptr(), mine.data(), mine.size());
+      bytes.push_back(t.to(device_for_reductions()));
+      if (bytes.back().numel() > 0) works.push_back(broadcast_async(bytes.back(), r));
+    }
+    for (auto& w : works) wait(w, what);
+    std::vector<std::string> out;
+    for (auto& t : bytes) {
+      const auto cpu = t.cpu();
+      out.emplace_back(static_cast<const char*>(cpu.data_ptr()), size_t(cpu.numel()));
+    }
+    return out;
   }
 
  private:

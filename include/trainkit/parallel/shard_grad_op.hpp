@@ -37,6 +37,8 @@ class ShardGradOp : public ZeroSharded {
     return "trainkit::parallel::ShardGradOp";
   }
   using Options = DDP::Options;
+  /// No rank holds all the gradients: checkpoints are sharded unless asked otherwise.
+  static constexpr bool kShardedCheckpoints = true;
   ShardGradOp() : ShardGradOp(Options{}) {}
   explicit ShardGradOp(const Options& o) : ZeroSharded(o) {}
 

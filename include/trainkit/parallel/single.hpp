@@ -44,6 +44,9 @@ class Single {
 
   std::vector<double> sum(std::vector<double> values, const std::string&) { return values; }
   int64_t max(int64_t value, const std::string&) { return value; }
+  std::vector<std::string> all_gather(const std::string& mine, const std::string&) {
+    return {mine};
+  }
   void barrier(const std::string&) {}
   void check_same(const std::string&, const std::string&) {}
 
@@ -87,6 +90,36 @@ auto gathered_parameters(Parallel& parallel) {
   } else {
     return detail::NoScope{};
   }
+}
+
+/// The flat parameters `parallel`'s optimizer updates: its optional
+/// `shard()` (ZeRO and full sharding), else all of `flat`.
+template <class Parallel>
+FlatParams& optimized_params(Parallel& parallel, FlatParams& flat) {
+  if constexpr (requires { parallel.shard(); }) return parallel.shard();
+  return flat;
+}
+/// Which part of each flat group optimized_params holds: its optional
+/// `held_share()`, else all.
+template <class Parallel>
+GroupShare held_share(const Parallel& parallel) {
+  if constexpr (requires { parallel.held_share(); }) return parallel.held_share();
+  return {};
+}
+/// Which part of what it holds the rank writes to a sharded checkpoint (the
+/// ranks that hold the same write a part each): its optional
+/// `written_share()`, else all.
+template <class Parallel>
+GroupShare written_share(const Parallel& parallel) {
+  if constexpr (requires { parallel.written_share(); }) return parallel.written_share();
+  return {};
+}
+/// Whether checkpoints are sharded unless asked otherwise: `Parallel`'s
+/// optional kShardedCheckpoints (ZeRO-2 and full sharding).
+template <class Parallel>
+constexpr bool sharded_checkpoints_by_default() {
+  if constexpr (requires { Parallel::kShardedCheckpoints; }) return Parallel::kShardedCheckpoints;
+  return false;
 }
 
 /// The gradients `parallel`'s update reads: what its optional

@@ -86,6 +86,9 @@ class ZeroSharded : public DDP {
   }
 
   FlatParams& shard() { return shard_; }
+  /// Its shard of each group, written whole to a sharded checkpoint.
+  GroupShare held_share() const { return {shard_rank(), shard_count()}; }
+  GroupShare written_share() const { return {}; }
 
  protected:
   /// The ranks the state is sharded over, and this one's place among them:

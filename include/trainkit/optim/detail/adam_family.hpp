@@ -70,6 +70,8 @@ class AdamFamily : public GroupedOptions<OptionsT> {
   StateDict state_dict() const;
   /// The state tensors that follow the flat parameters element by element.
   ElementwiseState elementwise_state() const;
+  /// Values kept per flat group ("steps.<group>": a frozen group's count stops).
+  std::vector<std::string> per_group_values() const { return {"steps"}; }
   void load_state_dict(const StateDict& d);
   std::vector<at::Tensor>& exp_avg_sq() { return exp_avg_sq_; }
   /// Bytes held between steps besides the state: the unfused step's

@@ -15,7 +15,6 @@
 #include <mutex>
 #include <span>
 #include <string>
-#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -107,10 +106,13 @@ TRAINKIT_INLINE std::pair<int64_t, int64_t> restore_trainer_counters(const State
                                                                      LossMeter& epoch_loss,
                                                                      bool holds_loss);
 /// Other policies wrote `ckpt`: say so before anything else is checked.
-/// trainkit 0.1's parallel::CudaGraph (one device, captured steps) reads as
-/// parallel::Single, whose state it had: 0.2 spells it capture::CudaGraph.
+/// The policy at `any_position` (the Parallel one) may differ: checkpoints
+/// hold whole tensors by name, which any strategy on any number of ranks
+/// reads.
 TRAINKIT_INLINE void check_trainer_signature(const io::Checkpoint& ckpt,
-                                             const std::string& signature);
+                                             const std::string& signature, size_t any_position);
+/// The policies' names in a signature ("Trainer<a, b<1, 2>, c>": a, b<1, 2>, c).
+TRAINKIT_INLINE std::vector<std::string> signature_names(const std::string& signature);
 /// `error` from resuming, as a trainkit::Error that names `file`.
 [[noreturn]] TRAINKIT_INLINE void throw_resume_error(const std::string& file,
                                                      const std::exception& error);
@@ -246,20 +248,36 @@ TRAINKIT_INLINE std::pair<int64_t, int64_t> restore_trainer_counters(const State
   return {epoch + (done ? 1 : 0), done ? 0 : batch};
 }
 
+TRAINKIT_INLINE std::vector<std::string> signature_names(const std::string& signature) {
+  std::vector<std::string> names;
+  const auto open = signature.find('<');
+  if (open == std::string::npos || signature.back() != '>') return names;
+  int depth = 0;
+  std::string name;
+  for (size_t i = open + 1; i + 1 < signature.size(); ++i) {
+    const char c = signature[i];
+    depth += c == '<' ? 1 : c == '>' ? -1 : 0;
+    if (c == ',' && depth == 0) {
+      names.push_back(name);
+      name.clear();
+      if (i + 1 < signature.size() && signature[i + 1] == ' ') ++i;
+    } else {
+      name += c;
+    }
+  }
+  names.push_back(name);
+  return names;
+}
+
 TRAINKIT_INLINE void check_trainer_signature(const io::Checkpoint& ckpt,
-                                             const std::string& signature) {
+                                             const std::string& signature, size_t any_position) {
   const auto it = ckpt.parts.find("trainer");
   if (it == ckpt.parts.end()) return;  // the parts list names what is missing
   const auto written_by = it->second.value<std::string>("signature");
-  // Policies earlier versions named otherwise: (their name, today's).
-  static constexpr std::pair<std::string_view, std::string_view> kRenamed[] = {
-      {"trainkit::parallel::CudaGraph>", "trainkit::parallel::Single>"}};
-  auto as_now = written_by;
-  for (const auto& [then, now] : kRenamed) {
-    if (const auto at = as_now.find(then); at != std::string::npos)
-      as_now.replace(at, then.size(), now);
-  }
-  if (as_now != signature) {
+  auto written = signature_names(written_by), expected = signature_names(signature);
+  if (written.size() == expected.size() && any_position < written.size())
+    written[any_position] = expected[any_position];
+  if (written != expected) {
     throw Error("trainkit: was written by " + written_by + ", not by this " + signature);
   }
 }

@@ -1,7 +1,8 @@
 #pragma once
 // How a Trainer `T` (whose friend this is) saves and resumes: the list of
 // its checkpoint's parts, the writer behind TrainState::save_checkpoint and
-// the resume at fit's start. The file format is io/checkpoint.hpp's codec.
+// the resume at fit's start. The file formats are io/checkpoint.hpp's codec;
+// the sharded form's pieces are made and read in trainer/detail/sharded_state.hpp.
 #include <filesystem>
 #include <functional>
 #include <string>
@@ -9,16 +10,21 @@
 #include "trainkit/concepts.hpp"
 #include "trainkit/io/checkpoint_codec.hpp"
 #include "trainkit/parallel/single.hpp"
+#include "trainkit/policy_roles.hpp"
 #include "trainkit/state.hpp"
 #include "trainkit/trainer/detail/checkpoint_parts.hpp"
+#include "trainkit/trainer/detail/sharded_state.hpp"
+#include "trainkit/trainer/detail/state_layout.hpp"
+#include "trainkit/trainer_options.hpp"
 
 namespace trainkit::detail {
 
 template <class T>
 struct TrainerCheckpoint {
-  /// The checkpoint's parts, in the order they load.
+  /// The checkpoint's parts, in the order they load; without the model and
+  /// the optimizer when `whole_model` is false (the sharded form's pieces).
   template <class Hooks>
-  static CheckpointParts parts(T& t, TrainState& state, Hooks& hooks) {
+  static CheckpointParts parts(T& t, TrainState& state, Hooks& hooks, bool whole_model = true) {
     CheckpointParts parts;
     // The epoch's loss so far is every rank's (a collective: all ranks save
     // together); on resume rank 0 holds it, so the mean over any number of
@@ -33,18 +39,9 @@ struct TrainerCheckpoint {
           t.resume_at_ = restore_trainer_counters(d, state, t.epoch_loss_,
                                                   /*holds_loss=*/t.parallel_.rank() == 0);
         });
-    parts.add_module("model", t.model_.module());
-    if constexpr (HasStateDict<std::remove_cvref_t<decltype(t.optimizer_)>>) {
-      parts.add(
-          "optim",
-          [&t] {
-            return t.parallel_.gather_optimizer_state(t.optimizer_.state_dict(),
-                                                      elementwise_state(t));
-          },
-          [&t](const StateDict& d) {
-            t.optimizer_.load_state_dict(
-                t.parallel_.shard_optimizer_state(d, elementwise_state(t)));
-          });
+    if (whole_model) {
+      parts.add_module("model", t.model_.module());
+      add_whole_optimizer(t, parts);
     }
     parts.add("precision", t.precision_);
     // a schedule with state (ReduceLROnPlateau) only; one per parameter group
@@ -56,13 +53,22 @@ struct TrainerCheckpoint {
   }
 
   /// The writer behind TrainState::save_checkpoint: every rank calls it at
-  /// the same point, and rank 0 writes once all are there (sharded state
-  /// gathered).
+  /// the same point. One file: rank 0 writes once all are there (sharded
+  /// state gathered). Sharded: each rank writes what it holds.
   template <class Hooks>
   static std::function<void(const std::filesystem::path&)> writer(T& t, TrainState& state,
                                                                   Hooks& hooks) {
     return [&t, &state, &hooks](const std::filesystem::path& path) {
       const auto codec = io::checkpoint_codec("TrainState::save_checkpoint", path.string());
+      using Form = CheckpointOptions::Form;
+      const auto form = t.checkpoint_options_.form;
+      if (form == Form::Sharded ||
+          (form == Form::Auto && parallel::sharded_checkpoints_by_default<
+                                     std::remove_cvref_t<decltype(t.parallel_)>>())) {
+        auto others = parts(t, state, hooks, /*whole_model=*/false);
+        ShardedState::save(t.parallel_, state_view(t), others, codec, path);
+        return;
+      }
       [[maybe_unused]] auto whole = parallel::gathered_parameters(t.parallel_);
       t.coordinator().write_once(
           "checkpoint " + path.string(), [&] { return parts(t, state, hooks).save(false); },
@@ -87,10 +93,15 @@ struct TrainerCheckpoint {
     const auto found = io::read_newest_checkpoint(from, codec.read, if_present);
     if (!found) return;
     try {
-      check_trainer_signature(found->checkpoint, T::signature());
-      // under full sharding: loaded whole, each rank keeps its slice
-      [[maybe_unused]] auto whole = parallel::gathered_parameters(t.parallel_);
-      parts(t, state, hooks).load(found->checkpoint);
+      check_trainer_signature(found->checkpoint, T::signature(), kParallelRole);
+      if (found->checkpoint.sharded) {
+        auto others = parts(t, state, hooks, /*whole_model=*/false);
+        ShardedState::load(t.parallel_, state_view(t), others, found->checkpoint);
+      } else {
+        // under full sharding: loaded whole, each rank keeps its slice
+        [[maybe_unused]] auto whole = parallel::gathered_parameters(t.parallel_);
+        parts(t, state, hooks).load(found->checkpoint);
+      }
       state.resumed = true;
     } catch (const std::exception& e) {
       throw_resume_error(found->file.string(), e);
@@ -104,6 +115,58 @@ struct TrainerCheckpoint {
     } else {
       return {};
     }
+  }
+  static OptimizerLayout optimizer_layout(const T& t) {
+    OptimizerLayout layout{elementwise_state(t), {}};
+    if constexpr (requires { t.optimizer_.per_group_values(); })
+      layout.per_group_values = t.optimizer_.per_group_values();
+    return layout;
+  }
+
+  /// The optimizer's part of one file: every rank's state gathered, per
+  /// parameter (so any strategy's groups read it); a checkpoint from before
+  /// that form loads by group, as it was written.
+  static void add_whole_optimizer(T& t, CheckpointParts& parts) {
+    if constexpr (HasStateDict<std::remove_cvref_t<decltype(t.optimizer_)>>) {
+      parts.add(
+          "optim",
+          [&t] {
+            const auto layout = optimizer_layout(t);
+            auto whole =
+                t.parallel_.gather_optimizer_state(t.optimizer_.state_dict(), layout.elementwise);
+            if (layout.elementwise.empty()) return whole;
+            return optimizer_state_by_parameter(whole, layout,
+                                                param_slots(t.model_.module(), t.flat_));
+          },
+          [&t](const StateDict& d) {
+            const auto layout = optimizer_layout(t);
+            const auto by_group =
+                is_by_parameter(d)
+                    ? optimizer_state_by_group(d, layout, param_slots(t.model_.module(), t.flat_),
+                                               t.flat_)
+                    : d;
+            t.optimizer_.load_state_dict(
+                t.parallel_.shard_optimizer_state(by_group, layout.elementwise));
+          });
+    }
+  }
+
+  /// What the sharded form reads and writes of `t`.
+  static TrainerStateView state_view(T& t) {
+    TrainerStateView view{t.model_.module(),
+                          t.flat_,
+                          parallel::optimized_params(t.parallel_, t.flat_),
+                          parallel::held_share(t.parallel_),
+                          parallel::written_share(t.parallel_),
+                          optimizer_layout(t),
+                          {},
+                          {},
+                          [&t] { t.parallel_.after_step(t.flat_); }};
+    if constexpr (HasStateDict<std::remove_cvref_t<decltype(t.optimizer_)>>) {
+      view.optimizer_state = [&t] { return t.optimizer_.state_dict(); };
+      view.load_optimizer_state = [&t](const StateDict& d) { t.optimizer_.load_state_dict(d); };
+    }
+    return view;
   }
 };
 

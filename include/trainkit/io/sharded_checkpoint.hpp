@@ -1,0 +1,319 @@
+#pragma once
+// The sharded checkpoint: a folder that no rank has to hold whole. Each rank
+// writes the boxes of the tensors it holds to its own file, in the layout of
+// PyTorch's distributed checkpoint (DCP): `__<rank>_0.distcp`, each box a
+// torch.save archive of one tensor, back to back. One rank then writes the
+// index, `trainkit.json` (every tensor's dtype and shape, each box's file,
+// byte range and CRC-32, and the parts' plain values), and puts the whole
+// folder in place of the target in one rename: a folder named *.ckpt is
+// always complete, and a crash at any point of a save leaves the previous
+// checkpoint the newest one. Reading parses the index and reads, for each box
+// a rank asks for, only the stored boxes that overlap it.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "trainkit/io/atomic_file.hpp"
+#include "trainkit/io/checkpoint_codec.hpp"
+#include "trainkit/io/checkpoint_values.hpp"
+#include "trainkit/io/torch_save.hpp"
+
+namespace trainkit::io {
+
+namespace sharded {
+
+inline constexpr const char* kIndexFile = checkpoint_folder::kShardedIndex;
+inline constexpr int kVersion = 1;
+
+/// Rank `rank`'s data file, as DCP names it.
+inline std::string data_file(int rank) {
+  return "__" + std::to_string(rank) + "_0.distcp";
+}
+
+/// DCP's dtype names (torch.float32 as "float32"), for the index.
+inline const std::vector<std::pair<std::string, at::ScalarType>>& dtype_names() {
+  static const std::vector<std::pair<std::string, at::ScalarType>> names = {
+      {"float64", at::kDouble},    {"float32", at::kFloat}, {"float16", at::kHalf},
+      {"bfloat16", at::kBFloat16}, {"int64", at::kLong},    {"int32", at::kInt},
+      {"int16", at::kShort},       {"int8", at::kChar},     {"uint8", at::kByte},
+      {"bool", at::kBool}};
+  return names;
+}
+
+namespace detail {
+inline uint32_t crc_of(std::string_view bytes) {
+  return uint32_t(::crc32(0L, reinterpret_cast<const Bytef*>(bytes.data()), uInt(bytes.size())));
+}
+inline std::string dtype_name(at::ScalarType dtype) {
+  for (const auto& [name, t] : dtype_names())
+    if (t == dtype) return name;
+  throw Error(std::string("trainkit: a sharded checkpoint does not store dtype ") +
+              c10::toString(dtype));
+}
+inline at::ScalarType dtype_of(const std::string& name, const std::string& where) {
+  for (const auto& [n, t] : dtype_names())
+    if (n == name) return t;
+  throw Error(where + "unknown dtype \"" + name + "\"");
+}
+/// Bytes [offset, offset + length) of `file`.
+inline std::string read_range(const std::filesystem::path& file, uint64_t offset, uint64_t length) {
+  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw Error("trainkit: cannot open " + file.string() + ": " + std::strerror(errno));
+  std::string out(length, '\0');
+  uint64_t done = 0;
+  while (done < length) {
+    const ssize_t n = ::pread(fd, out.data() + done, length - done, off_t(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      ::close(fd);
+      throw Error("trainkit: " + file.string() + " ends before byte " +
+                  std::to_string(offset + length) + ": truncated");
+    }
+    done += uint64_t(n);
+  }
+  ::close(fd);
+  return out;
+}
+}  // namespace detail
+
+/// Writes `pieces` to `staging`/__<rank>_0.distcp; returns their index
+/// entries (a JSON array).
+inline std::string write_pieces(const std::filesystem::path& staging, int rank,
+                                const std::vector<TensorPiece>& pieces) {
+  const auto name = data_file(rank);
+  AtomicFile file(staging / name);
+  auto entries = nlohmann::json::array();
+  for (const auto& piece : pieces) {
+    const auto bytes = to_torch_save(piece.data);
+    entries.push_back({{"name", piece.name},
+                       {"dtype", detail::dtype_name(piece.data.scalar_type())},
+                       {"shape", piece.shape},
+                       {"offsets", piece.box.offsets},
+                       {"sizes", piece.box.sizes},
+                       {"file", name},
+                       {"offset", file.size()},
+                       {"length", bytes.size()},
+                       {"crc32", detail::crc_of(bytes)}});
+    file.write(bytes);
+  }
+  file.commit();
+  return entries.dump();
+}
+
+/// The index from every rank's entries and the parts' values; checks that
+/// each tensor's boxes lie inside it and add up to it.
+inline nlohmann::json make_index(const Checkpoint& values,
+                                 const std::vector<std::string>& entries) {
+  nlohmann::json index = {{"trainkit.sharded_checkpoint", kVersion},
+                          {"values", values_to_json(values)},
+                          {"tensors", nlohmann::json::object()}};
+  auto& tensors = index["tensors"];
+  std::map<std::string, int64_t> covered;
+  for (const auto& text : entries) {
+    for (auto& e : nlohmann::json::parse(text)) {
+      const auto name = e.at("name").get<std::string>();
+      auto& t = tensors[name];
+      if (t.is_null()) {
+        t = {{"dtype", e.at("dtype")},
+             {"shape", e.at("shape")},
+             {"chunks", nlohmann::json::array()}};
+      } else if (t["dtype"] != e.at("dtype") || t["shape"] != e.at("shape")) {
+        throw Error("trainkit: sharded checkpoint: ranks disagree on tensor \"" + name + "\" (" +
+                    t["dtype"].dump() + t["shape"].dump() + " and " + e.at("dtype").dump() +
+                    e.at("shape").dump() + ")");
+      }
+      const TensorBox box{e.at("offsets").get<std::vector<int64_t>>(),
+                          e.at("sizes").get<std::vector<int64_t>>()};
+      covered[name] += box.numel();
+      for (const auto key : {"name", "dtype", "shape"}) e.erase(key);
+      t["chunks"].push_back(std::move(e));
+    }
+  }
+  for (const auto& [name, t] : tensors.items()) {
+    int64_t numel = 1;
+    for (const auto& s : t["shape"]) numel *= s.get<int64_t>();
+    if (covered[name] != numel) {
+      throw Error("trainkit: sharded checkpoint: the ranks' boxes of \"" + name + "\" hold " +
+                  std::to_string(covered[name]) + " elements, the tensor " + std::to_string(numel));
+    }
+  }
+  return index;
+}
+
+/// Writes the index into `staging` and puts `staging` in place of `target`:
+/// renamed, or exchanged with an older `target` (renameat2) that is then
+/// removed. On filesystems without the exchange the old one is moved aside
+/// first, so a crash between the two renames leaves neither under `target`
+/// (an older checkpoint in the folder stays the newest).
+inline void commit(const std::filesystem::path& staging, const std::filesystem::path& target,
+                   const Checkpoint& values, const std::vector<std::string>& entries) {
+  write_file_atomically(staging / kIndexFile, make_index(values, entries).dump(1));
+  namespace fs = std::filesystem;
+  if (!fs::exists(target)) {
+    fs::rename(staging, target);
+  } else if (::renameat2(AT_FDCWD, staging.c_str(), AT_FDCWD, target.c_str(), RENAME_EXCHANGE) ==
+             0) {
+    fs::remove_all(staging);  // the older checkpoint, now under the staging name
+  } else {
+    auto aside = target;
+    aside += ".old";
+    fs::remove_all(aside);
+    fs::rename(target, aside);
+    fs::rename(staging, target);
+    fs::remove_all(aside);
+  }
+  io::detail::fsync_dir(target.parent_path());
+}
+
+/// The tensors of a sharded checkpoint, read on demand.
+class Reader final : public ShardedTensors {
+ public:
+  Reader(std::filesystem::path dir, const nlohmann::json& tensors) : dir_(std::move(dir)) {
+    const auto where = "trainkit: " + (dir_ / kIndexFile).string() + ": ";
+    for (const auto& [name, t] : tensors.items()) {
+      auto& info = info_[name];
+      info.dtype = detail::dtype_of(t.at("dtype").get<std::string>(), where);
+      info.shape = t.at("shape").get<std::vector<int64_t>>();
+      auto& chunks = chunks_[name];
+      for (const auto& c : t.at("chunks")) {
+        Chunk chunk{{c.at("offsets").get<std::vector<int64_t>>(),
+                     c.at("sizes").get<std::vector<int64_t>>()},
+                    c.at("file").get<std::string>(),
+                    c.at("offset").get<uint64_t>(),
+                    c.at("length").get<uint64_t>(),
+                    c.at("crc32").get<uint32_t>()};
+        if (chunk.box.offsets.size() != info.shape.size() ||
+            chunk.box.sizes.size() != info.shape.size())
+          throw Error(where + "a box of \"" + name + "\" has another number of dimensions");
+        for (size_t d = 0; d < info.shape.size(); ++d) {
+          if (chunk.box.offsets[d] < 0 || chunk.box.sizes[d] < 0 ||
+              chunk.box.offsets[d] + chunk.box.sizes[d] > info.shape[d])
+            throw Error(where + "a box of \"" + name + "\" lies outside it");
+        }
+        if (chunk.file.find('/') != std::string::npos || chunk.file.rfind("..", 0) == 0)
+          throw Error(where + "a box of \"" + name + "\" names file \"" + chunk.file + "\"");
+        chunks.push_back(std::move(chunk));
+      }
+    }
+  }
+
+  const std::map<std::string, Info>& tensors() const override { return info_; }
+
+  at::Tensor read(const std::string& name, const TensorBox& box) const override {
+    const auto it = info_.find(name);
+    if (it == info_.end())
+      throw Error("trainkit: " + dir_.string() + ": no tensor \"" + name + "\"");
+    auto out = at::empty(box.sizes, at::TensorOptions().dtype(it->second.dtype));
+    int64_t filled = 0;
+    for (size_t i = 0; i < chunks_.at(name).size(); ++i) {
+      const auto& chunk = chunks_.at(name)[i];
+      auto target = out;
+      bool overlaps = true;
+      std::vector<std::pair<int64_t, int64_t>>
+          ranges;  // per dimension: (first, count) of the overlap
+      for (size_t d = 0; d < box.sizes.size() && overlaps; ++d) {
+        const auto lo = std::max(box.offsets[d], chunk.box.offsets[d]);
+        const auto hi =
+            std::min(box.offsets[d] + box.sizes[d], chunk.box.offsets[d] + chunk.box.sizes[d]);
+        overlaps = hi > lo;
+        ranges.push_back({lo, hi - lo});
+      }
+      if (!overlaps || box.numel() == 0) continue;
+      auto source = load(name, i);
+      for (size_t d = 0; d < ranges.size(); ++d) {
+        const auto [lo, len] = ranges[d];
+        target = target.narrow(int64_t(d), lo - box.offsets[d], len);
+        source = source.narrow(int64_t(d), lo - chunk.box.offsets[d], len);
+      }
+      target.copy_(source);
+      filled += target.numel();
+    }
+    if (filled != box.numel()) {
+      throw Error("trainkit: " + dir_.string() + ": the stored boxes of \"" + name + "\" hold " +
+                  std::to_string(filled) + " of the " + std::to_string(box.numel()) +
+                  " elements asked for");
+    }
+    return out;
+  }
+
+ private:
+  struct Chunk {
+    TensorBox box;
+    std::string file;
+    uint64_t offset = 0, length = 0;
+    uint32_t crc = 0;
+  };
+  /// Chunk `i` of `name`, checked (the last one read is kept: a tensor's
+  /// boxes often overlap one stored box several times).
+  at::Tensor load(const std::string& name, size_t i) const {
+    if (cached_name_ == name && cached_index_ == i) return cached_;
+    const auto& chunk = chunks_.at(name)[i];
+    const auto file = dir_ / chunk.file;
+    const auto bytes = detail::read_range(file, chunk.offset, chunk.length);
+    const auto where = file.string() + " at byte " + std::to_string(chunk.offset);
+    if (detail::crc_of(bytes) != chunk.crc)
+      throw Error("trainkit: " + where + ": checksum mismatch: the file is truncated or corrupt");
+    auto t = tensor_from_torch_save(bytes, where);
+    if (t.sizes() != c10::IntArrayRef(chunk.box.sizes) || t.scalar_type() != info_.at(name).dtype)
+      throw Error("trainkit: " + where + ": the stored box of \"" + name +
+                  "\" is not what the index says");
+    cached_name_ = name, cached_index_ = i, cached_ = t;
+    return t;
+  }
+
+  std::filesystem::path dir_;
+  std::map<std::string, Info> info_;
+  std::map<std::string, std::vector<Chunk>> chunks_;
+  mutable std::string cached_name_;
+  mutable size_t cached_index_ = 0;
+  mutable at::Tensor cached_;
+};
+
+/// A sharded checkpoint's values (the parts, with the tensors whose names
+/// hold a '/', read whole: "<part>/<name>") and the reader of the others.
+inline Checkpoint read(const std::filesystem::path& dir) {
+  const auto index_file = dir / kIndexFile;
+  const auto where = "trainkit: " + index_file.string() + ": ";
+  nlohmann::json index;
+  try {
+    index = nlohmann::json::parse(read_file(index_file));
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(where + "not a sharded checkpoint's index (" + e.what() + ")");
+  }
+  if (!index.is_object() || index.value("trainkit.sharded_checkpoint", 0) != kVersion)
+    throw Error(where + "not a sharded checkpoint's index of version " + std::to_string(kVersion));
+  Checkpoint ckpt;
+  std::shared_ptr<Reader> reader;
+  try {
+    ckpt = values_from_json(index.at("values"));
+    reader = std::make_shared<Reader>(dir, index.at("tensors"));
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(where + "unreadable (" + e.what() + ")");
+  }
+  for (const auto& [name, info] : reader->tensors()) {
+    const auto slash = name.find('/');
+    if (slash == std::string::npos) continue;
+    ckpt.parts[name.substr(0, slash)].tensors[name.substr(slash + 1)] =
+        reader->read(name, TensorBox{std::vector<int64_t>(info.shape.size(), 0), info.shape});
+  }
+  ckpt.sharded = std::move(reader);
+  return ckpt;
+}
+
+}  // namespace sharded
+
+}  // namespace trainkit::io
