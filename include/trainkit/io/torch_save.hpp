@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <functional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -140,10 +141,16 @@ inline bool looks_like_pickle(std::string_view bytes) {
 }
 
 namespace detail {
-/// Calls `f(top, context, pickle_bytes)` with the object a torch.save file
-/// holds, its tensors read onto the CPU (views of one storage stay views).
-template <class F>
-auto with_torch_save_object(const std::string& bytes, const std::string& file, F&& f) {
+/// What a use of a torch.save file's object gets: the object, the context
+/// its errors begin with, and the pickle's size.
+using TorchSaveUse =
+    std::function<void(const PyValue& top, const std::string& context, uint64_t pickle_bytes)>;
+
+/// Calls `use` with the object a torch.save file holds, its tensors read
+/// onto the CPU (views of one storage stay views). Not a template: GCC 14
+/// fails on the string_view below inside one.
+inline void with_torch_save_object(const std::string& bytes, const std::string& file,
+                                   const TorchSaveUse& use) {
   const std::string context = "trainkit: " + file + ": not a readable torch.save file: ";
   if (!looks_like_torch_save(bytes)) throw Error(context + "not a zip archive");
   if (bytes.rfind("PK\x03\x04", 0) != 0) {
@@ -186,7 +193,7 @@ auto with_torch_save_object(const std::string& bytes, const std::string& file, F
   };
   const auto data_pkl = zip.stored(prefix + "data.pkl");
   Unpickler unpickler(*data_pkl, load, context);
-  return f(unpickler.run(), context, uint64_t(data_pkl->size()));
+  use(unpickler.run(), context, uint64_t(data_pkl->size()));
 }
 }  // namespace detail
 
@@ -194,22 +201,26 @@ auto with_torch_save_object(const std::string& bytes, const std::string& file, F
 /// dict of them: see detail::flatten), read onto the CPU; tensors that were
 /// views of one storage stay views of one tensor. `file` names it in errors.
 inline NamedTensors from_torch_save(const std::string& bytes, const std::string& file) {
-  return detail::with_torch_save_object(
-      bytes, file, [](const detail::PyValue& top, const std::string& context, uint64_t size) {
+  NamedTensors out;
+  detail::with_torch_save_object(
+      bytes, file, [&](const detail::PyValue& top, const std::string& context, uint64_t size) {
         if (top.kind != detail::PyValue::Kind::Dict)
           throw Error(context + "it holds no dict of tensors");
-        return detail::Flattening(context, size).run(top);
+        out = detail::Flattening(context, size).run(top);
       });
+  return out;
 }
 
 /// The tensor a torch.save file of one tensor holds (`torch.save(t, f)`:
 /// each chunk of PyTorch's distributed checkpoint is one).
 inline at::Tensor tensor_from_torch_save(const std::string& bytes, const std::string& file) {
-  return detail::with_torch_save_object(
-      bytes, file, [](const detail::PyValue& top, const std::string& context, uint64_t) {
+  at::Tensor out;
+  detail::with_torch_save_object(
+      bytes, file, [&](const detail::PyValue& top, const std::string& context, uint64_t) {
         if (top.kind != detail::PyValue::Kind::Tensor) throw Error(context + "it holds no tensor");
-        return top.tensor;
+        out = top.tensor;
       });
+  return out;
 }
 
 inline NamedTensors load_torch_save(const std::filesystem::path& path) {
