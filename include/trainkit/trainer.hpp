@@ -132,27 +132,15 @@ class Trainer {
     if constexpr (kGraphs) capture = captured_.template start<Hooks, BatchT>(*this, state);
     epoch_done_ = false;
     state.checkpoint_writer_ = Checkpoint::writer(*this, state, hooks);
-    if (!options.checkpoint_on_signal.empty()) {  // fail now, not when the signal comes
-      io::checkpoint_codec("fit.checkpoint_on_signal", options.checkpoint_on_signal.string());
-    }
-    resume_at_ = {0, 0};
-    if (!options.resume_from.empty()) {
-      Checkpoint::resume(*this, options.resume_from, options.resume_if_present, state, hooks);
-      apply_schedule(state);
-    }
-    const auto [first_epoch, first_batch] = resume_at_;
+    const auto [first_epoch, first_batch] = Checkpoint::start(*this, options, state, hooks);
     state.epoch = first_epoch;  // on_fit_begin sees where a resumed fit goes on
     state.batch = first_batch;
     FitResult result;
     std::optional<detail::SignalCatcher> signals;
     if (!options.checkpoint_on_signal.empty()) signals.emplace();
-    // a fit resumed at max_steps or past it takes no step
-    const auto step_limit = [&] {
-      return options.max_steps > 0 && state.step >= options.max_steps;
-    };
     try {
       hooks.template dispatch<OnFitBegin>(state);
-      if (step_limit()) state.request_stop("max_steps reached");
+      if (options.reached_max_steps(state.step)) state.request_stop("max_steps reached");
       model_.module().train();
       for (int64_t epoch = first_epoch; epoch < options.epochs && !state.stop_requested();
            ++epoch) {
@@ -190,7 +178,7 @@ class Trainer {
                   [&] { account_recorded_step(state); });
               report_step(state, hooks, options, result);
               window.clear();
-              if (state.stop_requested() || step_limit()) break;
+              if (state.stop_requested() || options.reached_max_steps(state.step)) break;
               continue;
             }
           }
@@ -199,7 +187,7 @@ class Trainer {
             boundary(k, n, state, hooks);
             report_step(state, hooks, options, result);
             k = 0;
-            if (state.stop_requested() || step_limit()) break;
+            if (state.stop_requested() || options.reached_max_steps(state.step)) break;
           }
         }
         if (!result.interrupted) {  // else the checkpoint resumes inside this epoch
@@ -224,7 +212,7 @@ class Trainer {
         hooks.template dispatch<OnEpochEnd>(state);
         coordinator().agree_on_stop(state);
         result.epochs = epoch + 1;
-        if (step_limit()) state.request_stop("max_steps reached");
+        if (options.reached_max_steps(state.step)) state.request_stop("max_steps reached");
       }
       hooks.template dispatch<OnFitEnd>(state);
     } catch (...) {

@@ -68,6 +68,10 @@ struct FitOptions {
   /// here and return (FitResult::interrupted); a second signal ends at once.
   std::filesystem::path checkpoint_on_signal{};
 
+  /// Whether `step` optimizer steps reach max_steps (a fit resumed at or
+  /// past it takes no step).
+  bool reached_max_steps(int64_t step) const { return max_steps > 0 && step >= max_steps; }
+
   /// The counts in range (the paths are checked where they are used).
   void check() const {
     detail::require_option(epochs >= 1, "fit.epochs", epochs, "a number >= 1");

@@ -8,6 +8,7 @@
 
 #include <trainkit/callbacks/ema.hpp>
 #include <trainkit/io/checkpoint.hpp>
+#include <trainkit/io/weights.hpp>
 #include <trainkit/memory.hpp>
 #include <trainkit/parallel/ddp.hpp>
 #include <trainkit/parallel/full_shard.hpp>
@@ -459,18 +460,9 @@ void reshard_save(const std::filesystem::path& dir) {
 
 /// The model tensors a checkpoint holds, whole.
 Params saved_model(const std::filesystem::path& file) {
-  const auto ckpt = tk::io::read_checkpoint(file);
   Params out;
-  if (ckpt.sharded) {
-    for (const auto& [name, info] : ckpt.sharded->tensors()) {
-      if (name.rfind("model.", 0) != 0) continue;
-      out.insert(
-          name.substr(6),
-          ckpt.sharded->read(name, {std::vector<int64_t>(info.shape.size(), 0), info.shape}));
-    }
-  } else {
-    for (const auto& [name, t] : ckpt.parts.at("model").tensors) out.insert(name, t);
-  }
+  for (const auto& [name, t] : tk::io::checkpoint_model(tk::io::read_checkpoint(file), file))
+    out.insert(name, t);
   return out;
 }
 

@@ -7,7 +7,6 @@
 // names the file, never a half-loaded state. Including this header (in any
 // one source file of a program) registers the codec that Trainer::fit uses
 // for resume_from, checkpoint_on_signal and TrainState::save_checkpoint.
-#include <zlib.h>
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
@@ -32,9 +31,6 @@ namespace detail {
 inline constexpr const char* kCrcKey = "\"trainkit.crc32\":\"";
 inline constexpr int kCheckpointVersion = 1;
 
-inline uint32_t crc_of(const std::string& bytes) {
-  return uint32_t(::crc32(0L, reinterpret_cast<const Bytef*>(bytes.data()), uInt(bytes.size())));
-}
 /// Writes the CRC of checkpoint `bytes` into its trainkit.crc32 field, found
 /// where the reader looks for it (the writer's last step; tests and the fuzz
 /// target use it to reach the parsers behind the checksum). Bytes without

@@ -44,6 +44,12 @@ class ShardedTensors {
   virtual const std::map<std::string, Info>& tensors() const = 0;
   /// The elements of tensor `name` in `box` (a CPU tensor of box.sizes).
   virtual at::Tensor read(const std::string& name, const TensorBox& box) const = 0;
+  /// All of tensor `name`.
+  at::Tensor read_whole(const std::string& name) const {
+    const auto it = tensors().find(name);
+    const auto shape = it == tensors().end() ? std::vector<int64_t>{} : it->second.shape;
+    return read(name, {std::vector<int64_t>(shape.size(), 0), shape});
+  }
 };
 
 struct Checkpoint {
@@ -106,9 +112,7 @@ TRAINKIT_INLINE detail::CheckpointCodec checkpoint_codec(const char* option,
 TRAINKIT_INLINE std::optional<FoundCheckpoint> read_newest_checkpoint(
     const std::filesystem::path& path, Checkpoint (*read)(const std::filesystem::path&),
     bool if_present) {
-  // a folder of checkpoints; a folder named *.ckpt is a sharded checkpoint
-  const bool folder = std::filesystem::is_directory(path) && path.extension() != ".ckpt" &&
-                      !checkpoint_folder::is_sharded_checkpoint(path);
+  const bool folder = checkpoint_folder::is_run_folder(path);
   const auto files = folder ? checkpoint_folder::newest_candidates(path)
                             : std::vector<std::filesystem::path>{path};
   if (files.empty() || (!folder && !std::filesystem::exists(path))) {

@@ -30,6 +30,11 @@ inline std::filesystem::path last_link(const std::filesystem::path& dir) {
 inline std::filesystem::path best_file(const std::filesystem::path& dir) {
   return dir / "best.ckpt";
 }
+/// Where a sharded save writes the folder `target` before putting it in
+/// place (not named *.ckpt: never taken for a checkpoint).
+inline std::filesystem::path staging_folder(std::filesystem::path target) {
+  return target += ".partial";
+}
 /// A sharded checkpoint's index, in its folder (io/sharded_checkpoint.hpp).
 inline constexpr const char* kShardedIndex = "trainkit.json";
 /// Whether `path` is a sharded checkpoint (a folder with its index), not a
@@ -40,6 +45,14 @@ inline bool is_sharded_checkpoint(const std::filesystem::path& path) {
 
 /// The step checkpoints in `dir`, oldest first.
 TRAINKIT_INLINE std::vector<std::filesystem::path> step_files(const std::filesystem::path& dir);
+
+/// Whether `path` is a folder of checkpoints, not one sharded checkpoint
+/// (a folder with an index, or named *.ckpt: one whose save did not finish
+/// is refused by name, not searched).
+inline bool is_run_folder(const std::filesystem::path& path) {
+  return std::filesystem::is_directory(path) && path.extension() != ".ckpt" &&
+         !is_sharded_checkpoint(path);
+}
 
 /// Points last.ckpt at `file_name` (in the same folder), atomically: a new
 /// link renamed over the old one.

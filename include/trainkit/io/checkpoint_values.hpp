@@ -1,12 +1,15 @@
 #pragma once
-// A checkpoint's plain values as JSON, part by part, as both checkpoint
-// forms store them (io/checkpoint.hpp, io/sharded_checkpoint.hpp). Doubles
-// that JSON has no number for (infinities, NaN) are strings.
+// What both checkpoint forms (io/checkpoint.hpp, io/sharded_checkpoint.hpp)
+// store alike: the parts' plain values as JSON, part by part (doubles that
+// JSON has no number for, infinities and NaN, as strings), and the CRC-32
+// that guards their bytes.
+#include <zlib.h>
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <string_view>
 
 #include "trainkit/error.hpp"
 #include "trainkit/io/checkpoint_codec.hpp"
@@ -15,6 +18,9 @@
 namespace trainkit::io {
 
 namespace detail {
+inline uint32_t crc_of(std::string_view bytes) {
+  return uint32_t(::crc32(0L, reinterpret_cast<const Bytef*>(bytes.data()), uInt(bytes.size())));
+}
 inline nlohmann::json to_json(const StateValue& v) {
   switch (v.kind()) {
     case StateValue::Kind::kBool:

@@ -1,8 +1,8 @@
 #pragma once
 // Between a sharded checkpoint and one weights file, tensor by tensor:
 // a sharded checkpoint's model as `.safetensors` or a `torch.save` state
-// dict (`.pt`, `.pth`), read one tensor at a time so that no process holds
-// the model twice; and a weights file as a sharded folder, split as a
+// dict (`.pt`, `.pth`), each tensor read, written and dropped before the
+// next; and a weights file as a sharded folder, split as a
 // number of ranks would have written it (for PyTorch's `dcp.load`, or to
 // hand weights to a sharded run). `examples/convert_checkpoint.cpp` is the
 // command.
@@ -46,13 +46,13 @@ void write_weights_file(const std::filesystem::path& to, const std::vector<Tenso
 /// The model weights of checkpoint `from` (a sharded folder, a checkpoint
 /// file, or a run folder's newest) to `to`: `.safetensors`, or `.pt`/`.pth`
 /// for Python's `model.load_state_dict(torch.load(path))`. From a sharded
-/// folder one tensor is in memory at a time.
+/// folder each tensor is read, written and dropped before the next.
 inline void checkpoint_to_weights(const std::filesystem::path& from,
                                   const std::filesystem::path& to) {
   const auto found = read_newest_checkpoint(from, &read_checkpoint, false);
   const auto& ckpt = found->checkpoint;
-  if (!ckpt.sharded) {
-    const auto tensors = read_weights(found->file);
+  if (!ckpt.sharded) {  // one file: its tensors are in memory already
+    const auto tensors = checkpoint_model(ckpt, found->file);
     std::vector<TensorSpec> specs;
     for (const auto& [name, t] : tensors) specs.push_back({name, t.scalar_type(), t.sizes().vec()});
     size_t i = 0;
@@ -66,8 +66,7 @@ inline void checkpoint_to_weights(const std::filesystem::path& from,
   if (specs.empty())
     throw Error("trainkit: " + found->file.string() + ": a checkpoint without model tensors");
   detail::write_weights_file(to, specs, [&](const TensorSpec& spec) {
-    return ckpt.sharded->read("model." + spec.name,
-                              {std::vector<int64_t>(spec.shape.size(), 0), spec.shape});
+    return ckpt.sharded->read_whole("model." + spec.name);
   });
 }
 
@@ -83,8 +82,7 @@ inline void weights_to_sharded(const std::filesystem::path& from, const std::fil
   trainkit::detail::require_option(to.extension() == ".ckpt", "to", to.string(),
                                    "a folder named *.ckpt (a sharded checkpoint)");
   const auto tensors = read_weights(from);
-  auto staging = to;
-  staging += ".partial";
+  const auto staging = checkpoint_folder::staging_folder(to);
   std::filesystem::remove_all(staging);
   std::vector<std::string> entries;
   for (int rank = 0; rank < ranks; ++rank) {

@@ -114,7 +114,7 @@ inline std::string to_safetensors(const NamedTensors& tensors,
 }
 
 /// A safetensors file written tensor by tensor, atomically: the header
-/// first, from `specs`, so memory holds one tensor at a time (io/convert.hpp).
+/// first, from `specs`, so the tensors need not all be at hand (io/convert.hpp).
 class SafetensorsWriter {
  public:
   SafetensorsWriter(const std::filesystem::path& path, std::vector<TensorSpec> specs,

@@ -12,7 +12,6 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -30,6 +29,7 @@
 #include "trainkit/io/atomic_file.hpp"
 #include "trainkit/io/checkpoint_codec.hpp"
 #include "trainkit/io/checkpoint_values.hpp"
+#include "trainkit/io/safetensors.hpp"
 #include "trainkit/io/torch_save.hpp"
 
 namespace trainkit::io {
@@ -44,28 +44,10 @@ inline std::string data_file(int rank) {
   return "__" + std::to_string(rank) + "_0.distcp";
 }
 
-/// DCP's dtype names (torch.float32 as "float32"), for the index.
-inline const std::vector<std::pair<std::string, at::ScalarType>>& dtype_names() {
-  static const std::vector<std::pair<std::string, at::ScalarType>> names = {
-      {"float64", at::kDouble},    {"float32", at::kFloat}, {"float16", at::kHalf},
-      {"bfloat16", at::kBFloat16}, {"int64", at::kLong},    {"int32", at::kInt},
-      {"int16", at::kShort},       {"int8", at::kChar},     {"uint8", at::kByte},
-      {"bool", at::kBool}};
-  return names;
-}
-
 namespace detail {
-inline uint32_t crc_of(std::string_view bytes) {
-  return uint32_t(::crc32(0L, reinterpret_cast<const Bytef*>(bytes.data()), uInt(bytes.size())));
-}
-inline std::string dtype_name(at::ScalarType dtype) {
-  for (const auto& [name, t] : dtype_names())
-    if (t == dtype) return name;
-  throw Error(std::string("trainkit: a sharded checkpoint does not store dtype ") +
-              c10::toString(dtype));
-}
+/// The dtype a name of the index stands for (safetensors' names: "F32").
 inline at::ScalarType dtype_of(const std::string& name, const std::string& where) {
-  for (const auto& [n, t] : dtype_names())
+  for (const auto& [n, t] : io::detail::dtype_names())
     if (n == name) return t;
   throw Error(where + "unknown dtype \"" + name + "\"");
 }
@@ -100,14 +82,14 @@ inline std::string write_pieces(const std::filesystem::path& staging, int rank,
   for (const auto& piece : pieces) {
     const auto bytes = to_torch_save(piece.data);
     entries.push_back({{"name", piece.name},
-                       {"dtype", detail::dtype_name(piece.data.scalar_type())},
+                       {"dtype", io::detail::dtype_name(piece.data.scalar_type())},
                        {"shape", piece.shape},
                        {"offsets", piece.box.offsets},
                        {"sizes", piece.box.sizes},
                        {"file", name},
                        {"offset", file.size()},
                        {"length", bytes.size()},
-                       {"crc32", detail::crc_of(bytes)}});
+                       {"crc32", io::detail::crc_of(bytes)}});
     file.write(bytes);
   }
   file.commit();
@@ -265,7 +247,7 @@ class Reader final : public ShardedTensors {
     const auto file = dir_ / chunk.file;
     const auto bytes = detail::read_range(file, chunk.offset, chunk.length);
     const auto where = file.string() + " at byte " + std::to_string(chunk.offset);
-    if (detail::crc_of(bytes) != chunk.crc)
+    if (io::detail::crc_of(bytes) != chunk.crc)
       throw Error("trainkit: " + where + ": checksum mismatch: the file is truncated or corrupt");
     auto t = tensor_from_torch_save(bytes, where);
     if (t.sizes() != c10::IntArrayRef(chunk.box.sizes) || t.scalar_type() != info_.at(name).dtype)
@@ -307,8 +289,7 @@ inline Checkpoint read(const std::filesystem::path& dir) {
   for (const auto& [name, info] : reader->tensors()) {
     const auto slash = name.find('/');
     if (slash == std::string::npos) continue;
-    ckpt.parts[name.substr(0, slash)].tensors[name.substr(slash + 1)] =
-        reader->read(name, TensorBox{std::vector<int64_t>(info.shape.size(), 0), info.shape});
+    ckpt.parts[name.substr(0, slash)].tensors[name.substr(slash + 1)] = reader->read_whole(name);
   }
   ckpt.sharded = std::move(reader);
   return ckpt;

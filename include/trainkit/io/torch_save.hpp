@@ -333,7 +333,7 @@ inline std::string to_torch_save(const at::Tensor& t) {
 
 /// A torch.save file of a state dict written tensor by tensor, atomically:
 /// the pickle first, from `specs`, then each tensor's storage as it comes,
-/// so memory holds one tensor at a time (io/convert.hpp).
+/// so the tensors need not all be at hand (io/convert.hpp).
 class TorchSaveWriter {
  public:
   TorchSaveWriter(const std::filesystem::path& path, std::vector<TensorSpec> specs)

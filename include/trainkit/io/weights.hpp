@@ -22,27 +22,28 @@
 
 namespace trainkit::io {
 
+/// The model part of checkpoint `ckpt` (read from `file`), by the model's
+/// names; a sharded one's tensors are read whole.
+inline NamedTensors checkpoint_model(const Checkpoint& ckpt, const std::filesystem::path& file) {
+  const auto part = ckpt.parts.find("model");
+  if (part == ckpt.parts.end())
+    throw Error("trainkit: " + file.string() + ": a checkpoint without a model part");
+  NamedTensors out(part->second.tensors.begin(), part->second.tensors.end());
+  if (ckpt.sharded) {
+    for (const auto& [name, info] : ckpt.sharded->tensors()) {
+      if (name.rfind("model.", 0) == 0)
+        out.emplace_back(name.substr(6), ckpt.sharded->read_whole(name));
+    }
+  }
+  return out;
+}
+
 /// The tensors of a weights file (see above), or of the newest checkpoint
 /// in a run folder; a checkpoint gives its model part, by the model's names.
 inline NamedTensors read_weights(const std::filesystem::path& path) {
-  const auto model_part = [](const Checkpoint& ckpt, const std::filesystem::path& file) {
-    const auto part = ckpt.parts.find("model");
-    if (part == ckpt.parts.end())
-      throw Error("trainkit: " + file.string() + ": a checkpoint without a model part");
-    NamedTensors out(part->second.tensors.begin(), part->second.tensors.end());
-    if (ckpt.sharded) {  // a sharded checkpoint's model tensors, read whole
-      for (const auto& [name, info] : ckpt.sharded->tensors()) {
-        if (name.rfind("model.", 0) != 0) continue;
-        out.emplace_back(
-            name.substr(6),
-            ckpt.sharded->read(name, {std::vector<int64_t>(info.shape.size(), 0), info.shape}));
-      }
-    }
-    return out;
-  };
   if (std::filesystem::is_directory(path)) {
     const auto found = read_newest_checkpoint(path, &read_checkpoint, false);
-    return model_part(found->checkpoint, found->file);
+    return checkpoint_model(found->checkpoint, found->file);
   }
   if (!std::filesystem::exists(path)) throw Error("trainkit: no weights file " + path.string());
   auto bytes = read_file(path);
@@ -56,7 +57,7 @@ inline NamedTensors read_weights(const std::filesystem::path& path) {
   auto st = from_safetensors(bytes, path.string());
   // A checkpoint is a safetensors file; read again as one, its CRC is checked.
   if (st.metadata.count("trainkit.checkpoint"))
-    return model_part(from_checkpoint_bytes(std::move(bytes), path.string()), path);
+    return checkpoint_model(from_checkpoint_bytes(std::move(bytes), path.string()), path);
   return std::move(st.tensors);
 }
 

@@ -27,6 +27,7 @@ namespace trainkit::detail {
 struct TrainerStateView {
   torch::nn::Module& model;
   FlatParams& flat;       ///< every parameter's place
+  GroupSlots slots;       ///< flat's parameters by name (param_slots)
   FlatParams& optimized;  ///< what this rank's optimizer updates: all of flat, or its shard
   GroupShare held;        ///< which part of each group `optimized` is
   GroupShare written;     ///< which part of that this rank writes
@@ -45,8 +46,7 @@ struct ShardedState {
   template <class Parallel>
   static void save(Parallel& parallel, const TrainerStateView& view, const CheckpointParts& others,
                    const io::detail::CheckpointCodec& codec, const std::filesystem::path& target) {
-    auto staging = target;
-    staging += ".partial";
+    const auto staging = io::checkpoint_folder::staging_folder(target);
     const std::string what = "sharded checkpoint " + target.string();
     if (parallel.is_main()) std::filesystem::remove_all(staging);  // a crashed save's
     parallel.barrier(what);
@@ -138,9 +138,9 @@ struct ShardedState {
   }
   /// The model's tensors outside the flat groups (buffers, frozen
   /// parameters), by name: whole on every rank.
-  static io::NamedTensors whole_tensors(const TrainerStateView& v, const GroupSlots& slots) {
+  static io::NamedTensors whole_tensors(const TrainerStateView& v) {
     std::set<std::string> flat;
-    for (const auto& group : slots)
+    for (const auto& group : v.slots)
       for (const auto& slot : group) flat.insert(slot.name);
     io::NamedTensors out;
     for (auto& [name, t] : io::module_tensors(v.model))
@@ -150,7 +150,7 @@ struct ShardedState {
 
   static void add_model_pieces(const TrainerStateView& v, bool main,
                                std::vector<io::TensorPiece>& pieces) {
-    const auto slots = param_slots(v.model, v.flat);
+    const auto& slots = v.slots;
     for (size_t g = 0; g < slots.size(); ++g) {
       const auto [begin, end] = written_range(v, g);
       for (const auto& slot : slots[g]) {
@@ -159,13 +159,13 @@ struct ShardedState {
       }
     }
     if (!main) return;
-    for (const auto& [name, t] : whole_tensors(v, slots))
+    for (const auto& [name, t] : whole_tensors(v))
       pieces.push_back(whole_piece("model." + name, t));
   }
 
   static void add_optimizer_pieces(const TrainerStateView& v, bool main,
                                    std::vector<io::TensorPiece>& pieces, io::Checkpoint& values) {
-    const auto slots = param_slots(v.model, v.flat);
+    const auto& slots = v.slots;
     const auto local = v.optimizer_state();
     StateDict plain;
     plain.values = local.values;
@@ -196,7 +196,7 @@ struct ShardedState {
   static Staged stage(const TrainerStateView& v, const io::Checkpoint& ckpt) {
     const auto& stored = *ckpt.sharded;
     const auto& infos = stored.tensors();
-    const auto slots = param_slots(v.model, v.flat);
+    const auto& slots = v.slots;
     const auto check = [&](const std::string& name, c10::IntArrayRef shape, at::ScalarType dtype) {
       const auto it = infos.find(name);
       if (it == infos.end()) throw Error("trainkit: the checkpoint has no tensor \"" + name + "\"");
@@ -219,12 +219,9 @@ struct ShardedState {
       }
       out.groups.push_back(staged);
     }
-    for (const auto& [name, t] : whole_tensors(v, slots)) {
+    for (const auto& [name, t] : whole_tensors(v)) {
       check("model." + name, t.sizes(), t.scalar_type());
-      const auto& info = infos.at("model." + name);
-      out.whole.push_back(
-          {t, stored.read("model." + name,
-                          io::TensorBox{std::vector<int64_t>(info.shape.size(), 0), info.shape})});
+      out.whole.push_back({t, stored.read_whole("model." + name)});
       ++model_tensors;
     }
     int64_t stored_model = 0;
@@ -233,11 +230,11 @@ struct ShardedState {
       throw Error("trainkit: the checkpoint's model has " + std::to_string(stored_model) +
                   " tensors, this model " + std::to_string(model_tensors));
     }
-    if (v.optimizer_state) out.optimizer = stage_optimizer(v, ckpt, slots);
+    if (v.optimizer_state) out.optimizer = stage_optimizer(v, ckpt);
     return out;
   }
-  static StateDict stage_optimizer(const TrainerStateView& v, const io::Checkpoint& ckpt,
-                                   const GroupSlots& slots) {
+  static StateDict stage_optimizer(const TrainerStateView& v, const io::Checkpoint& ckpt) {
+    const auto& slots = v.slots;
     const auto part = ckpt.parts.find("optim");
     if (part == ckpt.parts.end()) throw Error("trainkit: the checkpoint has no \"optim\" state");
     const auto& stored = *ckpt.sharded;

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <functional>
 #include <string>
+#include <utility>
 
 #include "trainkit/concepts.hpp"
 #include "trainkit/io/checkpoint_codec.hpp"
@@ -74,6 +75,22 @@ struct TrainerCheckpoint {
           "checkpoint " + path.string(), [&] { return parts(t, state, hooks).save(false); },
           [&](const io::Checkpoint& ckpt) { codec.write(path, ckpt); });
     };
+  }
+
+  /// At fit's start (after the writer is set): the signal's checkpoint
+  /// codec checked now (not when the signal comes), and the resume
+  /// `options` ask for. Returns the (epoch, batch) to start at.
+  template <class Hooks>
+  static std::pair<int64_t, int64_t> start(T& t, const FitOptions& options, TrainState& state,
+                                           Hooks& hooks) {
+    if (!options.checkpoint_on_signal.empty())
+      io::checkpoint_codec("fit.checkpoint_on_signal", options.checkpoint_on_signal.string());
+    t.resume_at_ = {0, 0};
+    if (!options.resume_from.empty()) {
+      resume(t, options.resume_from, options.resume_if_present, state, hooks);
+      t.apply_schedule(state);
+    }
+    return t.resume_at_;
   }
 
   /// Restores everything from `from` (a file, or a folder's newest
@@ -155,6 +172,7 @@ struct TrainerCheckpoint {
   static TrainerStateView state_view(T& t) {
     TrainerStateView view{t.model_.module(),
                           t.flat_,
+                          param_slots(t.model_.module(), t.flat_),
                           parallel::optimized_params(t.parallel_, t.flat_),
                           parallel::held_share(t.parallel_),
                           parallel::written_share(t.parallel_),
