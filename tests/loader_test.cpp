@@ -5,6 +5,7 @@
 #include <trainkit/data.hpp>
 #include <trainkit/trainkit.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <thread>
@@ -102,6 +103,43 @@ TEST_CASE("starting at batch i equals skipping i batches") {
     CHECK(same(rest, std::vector<data::Batch>(all.begin() + 4, all.end())));
     CHECK(collect(loader).size() == all.size());  // the start applies once
   }
+}
+
+TEST_CASE("an epoch goes on after the samples an interrupted run's ranks took, on any number") {
+  // 40 samples; 2 ranks took 3 batches of 4 each (24 samples); the rest go
+  // to 3 ranks: 16 samples, padded to 18 by wrapping round the rest.
+  const auto ds = numbered(40);
+  const auto epoch_order = [&] {
+    data::Loader whole(ds, data::RandomSampler({.size = 40, .seed = 7}), {.batch_size = 40});
+    whole.set_epoch(1);
+    return collect(whole).front().target;
+  }();
+  std::vector<int64_t> seen;
+  for (int64_t rank = 0; rank < 3; ++rank) {
+    data::Loader loader(ds, data::RandomSampler({.size = 40, .seed = 7}), {.batch_size = 4});
+    loader.set_shard(rank, 3);
+    loader.set_epoch(1);
+    loader.set_start_sample(24);
+    CHECK(loader.size() == 2);  // 6 samples: 4 + 2
+    for (const auto& b : collect(loader))
+      for (int64_t i = 0; i < b.target.size(0); ++i) seen.push_back(b.target[i].item<int64_t>());
+    loader.set_epoch(2);
+    CHECK(loader.size() == 4);  // a new epoch is whole again: 14 samples
+  }
+  std::vector<int64_t> expected(epoch_order.data_ptr<int64_t>() + 24,
+                                epoch_order.data_ptr<int64_t>() + 40);
+  expected.push_back(expected[0]), expected.push_back(expected[1]);  // the padding
+  std::sort(seen.begin(), seen.end());
+  std::sort(expected.begin(), expected.end());
+  CHECK(seen == expected);
+  // TensorBatches the same way
+  data::TensorBatches batches(ds, {.batch_size = 4, .seed = 7});
+  batches.set_shard(1, 3);
+  batches.set_epoch(0);
+  batches.set_start_sample(39);  // one sample left: every rank takes it (padding)
+  const auto last = collect(batches);
+  REQUIRE(last.size() == 1);
+  CHECK(last[0].target.size(0) == 1);
 }
 
 TEST_CASE("drop_last and the exact size of an epoch") {

@@ -428,6 +428,8 @@ concept TrainerCallback =
 //   void set_epoch(int64_t epoch);        // a new order each epoch
 //   void set_shard(int64_t rank, int64_t world_size);  // this rank's part (DDP)
 //   void set_start(int64_t batch);        // resume mid-epoch without reading the skipped part
+//   void set_start_sample(int64_t samples);  // go on after the samples all ranks took (a
+//                                            // resume on another number of ranks)
 template <class D>
 concept TrainingData = requires(D& d) {
   std::begin(d);
@@ -445,6 +447,10 @@ concept HasSetEpoch = requires(D& d, int64_t epoch) {
 template <class D>
 concept HasSetStart = requires(D& d, int64_t batch) {
   d.set_start(batch);
+};
+template <class D>
+concept HasSetStartSample = requires(D& d, int64_t samples) {
+  d.set_start_sample(samples);
 };
 
 }  // namespace trainkit

@@ -132,9 +132,9 @@ class Trainer {
     if constexpr (kGraphs) capture = captured_.template start<Hooks, BatchT>(*this, state);
     epoch_done_ = false;
     state.checkpoint_writer_ = Checkpoint::writer(*this, state, hooks);
-    const auto [first_epoch, first_batch] = Checkpoint::start(*this, options, state, hooks);
-    state.epoch = first_epoch;  // on_fit_begin sees where a resumed fit goes on
-    state.batch = first_batch;
+    const auto start = Checkpoint::template start<Data>(*this, options, state, hooks);
+    state.epoch = start.epoch;  // on_fit_begin sees where a resumed fit goes on
+    state.batch = start.by_samples ? 0 : start.batch;
     FitResult result;
     std::optional<detail::SignalCatcher> signals;
     if (!options.checkpoint_on_signal.empty()) signals.emplace();
@@ -142,20 +142,15 @@ class Trainer {
       hooks.template dispatch<OnFitBegin>(state);
       if (options.reached_max_steps(state.step)) state.request_stop("max_steps reached");
       model_.module().train();
-      for (int64_t epoch = first_epoch; epoch < options.epochs && !state.stop_requested();
+      for (int64_t epoch = start.epoch; epoch < options.epochs && !state.stop_requested();
            ++epoch) {
-        const int64_t skip = epoch == first_epoch ? first_batch : 0;
+        const int64_t skip = Checkpoint::enter_epoch(*this, train_data, epoch, start);
         state.epoch = epoch;
         state.batch = skip;
         result.metrics = std::exchange(state.metrics, {});  // the last epoch's
         epoch_done_ = false;
-        if constexpr (HasSetEpoch<Data>) train_data.set_epoch(epoch);
-        if constexpr (HasSetStart<Data>) {
-          if (skip > 0) train_data.set_start(skip);
-        }
         hooks.template dispatch<OnEpochBegin>(state);
 
-        if (skip == 0) epoch_loss_.reset();
         int64_t k = 0;        // micro-batches in the open window
         int64_t skipped = 0;  // data without set_start: skip by reading
         // the open window, when steps are graphs (else an empty array: no code)
@@ -363,6 +358,7 @@ class Trainer {
     epoch_loss_.add(held);
     state.add_window_loss(held);  // on a device, graph-free (decision 88)
     state.samples_seen += batch_size;
+    epoch_samples_ += batch_size;
     ++state.batch;
   }
 
@@ -441,7 +437,9 @@ class Trainer {
       captured_;
   detail::LossMeter epoch_loss_;
   bool epoch_done_ = false;  ///< on_epoch_end has begun: a checkpoint resumes at the next epoch
-  std::pair<int64_t, int64_t> resume_at_{0, 0};  ///< (epoch, batch) this fit starts at
+  detail::ResumePoint resume_at_;  ///< where this fit starts
+  int64_t epoch_samples_ = 0;      ///< this rank's samples of the epoch so far
+  bool epoch_resharded_ = false;   ///< the epoch went on after another run's samples
   CheckpointOptions checkpoint_options_;
 };
 

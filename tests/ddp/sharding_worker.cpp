@@ -7,6 +7,7 @@
 #include <torch/torch.h>
 
 #include <trainkit/callbacks/ema.hpp>
+#include <trainkit/data.hpp>
 #include <trainkit/io/checkpoint.hpp>
 #include <trainkit/io/weights.hpp>
 #include <trainkit/memory.hpp>
@@ -19,6 +20,8 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -446,9 +449,92 @@ std::filesystem::path saved_by(const std::filesystem::path& dir, int strategy, i
   return dir / (std::string(kStrategies[strategy]) + "-" + std::to_string(ranks) + ".ckpt");
 }
 
+// The data's position: an epoch of 60 samples (each its own index as
+// input) in batches of 2, interrupted after 4 steps on N ranks and finished
+// on M = N mod 4 + 1: every sample of the epoch is trained once, the only
+// repeats the padding of the rest to a multiple of M.
+constexpr int64_t kSamples = 60, kBatch = 2, kStepsBefore = 4;
+
+std::filesystem::path indices_file(const std::filesystem::path& dir, const std::string& run,
+                                   int rank) {
+  return dir / ("indices-" + run + "-" + std::to_string(rank) + ".txt");
+}
+void write_indices(const std::filesystem::path& file, const std::vector<int64_t>& seen) {
+  std::ofstream out(file);
+  for (const auto i : seen) out << i << "\n";
+}
+std::vector<int64_t> read_indices(const std::filesystem::path& file) {
+  std::ifstream in(file);
+  std::vector<int64_t> out;
+  for (int64_t i; in >> i;) out.push_back(i);
+  return out;
+}
+
+/// Trains the index regression on this rank's share, writes the indices it
+/// trained on to `record`, and waits for every rank to have written.
+void train_indices(int port_offset, const tk::FitOptions& fit, const std::filesystem::path& record,
+                   const std::filesystem::path& save_at = {}) {
+  struct Recorded {
+    std::vector<int64_t>* seen;
+    tk::StepOutput step(torch::nn::Linear& model, const tk::data::Batch& b) {
+      for (int64_t i = 0; i < b.input.size(0); ++i) seen->push_back(b.input[i][0].item<int64_t>());
+      return {torch::mse_loss(model(b.input), b.target)};
+    }
+  };
+  torch::manual_seed(1);
+  torch::nn::Linear model(1, 1);
+  tk::Trainer<tk::optim::SGD, tk::sched::Constant, tk::precision::Fp32, tk::accumulate::None,
+              tk::clip::None, par::DDP>
+      trainer(model, {.optim = {.lr = 1e-3}, .parallel = worker::ddp_options(port_offset)});
+  const auto x = at::arange(kSamples, at::kFloat).unsqueeze(1);
+  tk::data::Loader loader(tk::data::TensorDataset{x, x * 0.5},
+                          tk::data::RandomSampler({.size = kSamples, .seed = 3}),
+                          {.batch_size = kBatch});
+  std::vector<int64_t> seen;
+  if (save_at.empty()) {
+    trainer.fit(Recorded{&seen}, loader, fit);
+  } else {
+    trainer.fit(Recorded{&seen}, loader, fit, SaveAt{kStepsBefore, save_at});
+  }
+  write_indices(record, seen);
+  trainer.parallel().barrier("indices recorded");
+}
+void data_position_save(const std::filesystem::path& dir) {
+  const int n = world_env();
+  train_indices(5, {.epochs = 1, .max_steps = kStepsBefore},
+                indices_file(dir, "before" + std::to_string(n), rank_env()),
+                dir / ("data-" + std::to_string(n) + ".ckpt"));
+}
+
+void data_position_load(const std::filesystem::path& dir) {
+  const int m = world_env(), n = m % 4 + 1;
+  tk::FitOptions rest{.epochs = 1};
+  rest.resume_from = dir / ("data-" + std::to_string(n) + ".ckpt");
+  train_indices(6, rest, indices_file(dir, "after" + std::to_string(m), rank_env()));
+  std::map<int64_t, int> count;
+  int64_t before = 0, after = 0;
+  for (int r = 0; r < n; ++r)
+    for (const auto i : read_indices(indices_file(dir, "before" + std::to_string(n), r)))
+      ++count[i], ++before;
+  for (int r = 0; r < m; ++r)
+    for (const auto i : read_indices(indices_file(dir, "after" + std::to_string(m), r)))
+      ++count[i], ++after;
+  const int64_t rest_samples = kSamples - before, padded = (rest_samples + m - 1) / m * m;
+  std::printf(
+      "rank %d: epoch interrupted on %d ranks after %lld samples, finished on %d with "
+      "%lld (%lld of them padding)\n",
+      rank_env(), n, (long long)before, m, (long long)after, (long long)(padded - rest_samples));
+  check(before == kStepsBefore * kBatch * n, "the interrupted ranks took 4 batches each");
+  check(int64_t(count.size()) == kSamples && count.begin()->first == 0 &&
+            count.rbegin()->first == kSamples - 1,
+        "every sample of the epoch was trained");
+  check(after == padded, "the rest, padded to a multiple of the new number of ranks, was trained");
+}
+
 void reshard_save(const std::filesystem::path& dir) {
   std::error_code ignored;
   std::filesystem::create_directories(dir, ignored);
+  data_position_save(dir);
   for (int a = 0; a < 5; ++a) {
     with_strategy(a, [&]<class Par>(std::type_identity<Par>) {
       const tk::FitOptions fit{.epochs = 2, .max_steps = 5, .data_is_per_rank = true};
@@ -467,6 +553,7 @@ Params saved_model(const std::filesystem::path& file) {
 }
 
 void reshard_load(const std::filesystem::path& dir) {
+  data_position_load(dir);
   const int m = world_env();
   int port = 0;
   const auto next_port = [&] { return port++ % 8; };  // a port's last user is long gone

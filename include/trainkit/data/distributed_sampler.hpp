@@ -51,11 +51,17 @@ class DistributedSampler {
         options_.shuffle
             ? at::randperm(n, generator(options_.seed + static_cast<uint64_t>(epoch)), at::kLong)
             : at::arange(n, at::kLong);
-    return shard_of(order, options_.rank, options_.world_size, options_.drop_last);
+    return shard_of(order, options_.rank, options_.world_size, options_.drop_last, skip_);
+  }
+  /// The orders drawn from now on skip their first `samples` (Sharded::set_skip).
+  void set_skip(int64_t samples) {
+    trainkit::detail::require_option(samples >= 0, "sampler.skip", samples, "a count >= 0");
+    skip_ = samples;
   }
 
  private:
   Options options_;
+  int64_t skip_ = 0;
 };
 
 }  // namespace trainkit::data

@@ -155,6 +155,23 @@ class Loader {
     start_ = index;
   }
 
+  /// The epoch goes on after the first `samples` of its order, which the
+  /// ranks of an interrupted run took: this rank's share of the rest, among
+  /// this run's ranks (a resume on another number of ranks). Until the
+  /// next set_epoch, size() counts this rank's batches of the rest.
+  void set_start_sample(int64_t samples) requires requires(SamplerT& s) { s.set_skip(samples); }
+  {
+    stop();
+    sampler_.set_skip(samples);
+    try {
+      set_epoch(epoch_);
+    } catch (...) {
+      sampler_.set_skip(0);
+      throw;
+    }
+    sampler_.set_skip(0);
+  }
+
   /// Batches in the current epoch: this rank's share once the loader has
   /// its shard (fit takes it; data::take_shard(loader, trainer.parallel())
   /// takes it before fit).

@@ -9,6 +9,7 @@
 #include <c10/util/Type.h>
 #include <torch/types.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -25,9 +26,15 @@ concept HasSetShard = requires(D& d, int64_t rank, int64_t world_size) {
 
 namespace trainkit::data {
 
-/// `rank`'s share of `order` among `world_size` ranks.
+/// `rank`'s share of `order` among `world_size` ranks, after its first
+/// `skip` samples (those an interrupted epoch's ranks had taken: a resume on
+/// another number of ranks shares the rest).
 inline at::Tensor shard_of(const at::Tensor& order, int64_t rank, int64_t world_size,
-                           bool drop_last = false) {
+                           bool drop_last = false, int64_t skip = 0) {
+  if (skip > 0) {
+    const int64_t taken = std::min(skip, order.numel());
+    return shard_of(order.narrow(0, taken, order.numel() - taken), rank, world_size, drop_last);
+  }
   const int64_t n = order.numel(), w = world_size;
   if (w == 1) return order;
   const int64_t per_rank = drop_last && n % w != 0 ? n / w : (n + w - 1) / w;
@@ -54,14 +61,24 @@ class Sharded {
     rank_ = rank;
     world_size_ = world_size;
   }
+  /// The orders drawn from now on skip their first `samples` (shard_of):
+  /// the loader sets it around the one draw of a resumed epoch.
+  void set_skip(int64_t samples) {
+    trainkit::detail::require_option(samples >= 0, "sampler.skip", samples, "a count >= 0");
+    skip_ = samples;
+  }
 
  protected:
-  at::Tensor shard(const at::Tensor& order) const { return shard_of(order, rank_, world_size_); }
+  at::Tensor shard(const at::Tensor& order) const {
+    return shard_of(order, rank_, world_size_, /*drop_last=*/false, skip_);
+  }
   int64_t world_size() const { return world_size_; }
+  int64_t skip() const { return skip_; }
 
  private:
   int64_t rank_ = 0;
   int64_t world_size_ = 1;
+  int64_t skip_ = 0;
 };
 
 namespace detail {

@@ -50,7 +50,8 @@ class TensorBatches : public Sharded {
   /// Selects the epoch whose permutation the next iteration uses.
   void set_epoch(int64_t epoch) {
     epoch_ = epoch;
-    if (!options_.shuffle && world_size() == 1) return;  // contiguous slices
+    order_ = at::Tensor();
+    if (!options_.shuffle && world_size() == 1 && skip() == 0) return;  // contiguous slices
     at::Tensor order = at::arange(data_.size(), at::kLong);
     if (options_.shuffle) {
       auto gen = at::make_generator<at::CPUGeneratorImpl>(options_.seed * 0x9E3779B97F4A7C15ULL +
@@ -73,6 +74,15 @@ class TensorBatches : public Sharded {
     trainkit::detail::require_option(index >= 0 && index <= size(), "data.start", index,
                                      "a batch index between 0 and size()");
     start_ = index;
+  }
+
+  /// The epoch goes on after the first `samples` of its order (taken by
+  /// an interrupted run's ranks): this rank's share of the rest.
+  void set_start_sample(int64_t samples) {
+    set_skip(samples);
+    set_epoch(epoch_);
+    set_skip(0);
+    start_ = 0;
   }
 
   /// Number of batches per epoch.

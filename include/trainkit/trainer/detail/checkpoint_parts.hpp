@@ -96,15 +96,34 @@ struct RngPart {
 
 /// "Trainer<name, name, ...>": which policies wrote a checkpoint.
 TRAINKIT_INLINE std::string trainer_signature(std::span<const std::string> names);
+/// Where in its epoch a run is, over all its ranks.
+struct EpochPosition {
+  int64_t samples = 0;     ///< the epoch's samples taken so far, summed over the ranks
+  int64_t world_size = 1;  ///< the ranks that took them
+  /// The epoch was resumed on another number of ranks: its batches no
+  /// longer count from the epoch's start, only its samples do.
+  bool resharded = false;
+};
+
+/// Where a fit starts.
+struct ResumePoint {
+  int64_t epoch = 0, batch = 0;
+  /// Resume after the epoch's first `samples` (data's set_start_sample),
+  /// not at `batch`: on another number of ranks, or in an epoch that was.
+  bool by_samples = false;
+  int64_t samples = 0;
+};
+
 /// Where the run is: the checkpoint's "trainer" part.
 TRAINKIT_INLINE StateDict trainer_counters(const TrainState& state, const std::string& signature,
-                                           bool epoch_done, const LossTotals& epoch_loss);
-/// Restores the "trainer" part; returns the (epoch, batch) to resume at.
-/// The epoch's loss so far (all ranks') goes to the rank that `holds_loss`.
-TRAINKIT_INLINE std::pair<int64_t, int64_t> restore_trainer_counters(const StateDict& d,
-                                                                     TrainState& state,
-                                                                     LossMeter& epoch_loss,
-                                                                     bool holds_loss);
+                                           bool epoch_done, const LossTotals& epoch_loss,
+                                           const EpochPosition& position);
+/// Restores the "trainer" part for a run on `world_size` ranks; returns
+/// where to resume. The epoch's loss and samples so far (all ranks') go to
+/// the rank that `holds_totals`.
+TRAINKIT_INLINE ResumePoint restore_trainer_counters(const StateDict& d, TrainState& state,
+                                                     LossMeter& epoch_loss, int64_t& epoch_samples,
+                                                     bool holds_totals, int64_t world_size);
 /// Other policies wrote `ckpt`: say so before anything else is checked.
 /// The policy at `any_position` (the Parallel one) may differ: checkpoints
 /// hold whole tensors by name, which any strategy on any number of ranks
@@ -224,28 +243,42 @@ TRAINKIT_INLINE std::string trainer_signature(std::span<const std::string> names
 }
 
 TRAINKIT_INLINE StateDict trainer_counters(const TrainState& state, const std::string& signature,
-                                           bool epoch_done, const LossTotals& epoch_loss) {
+                                           bool epoch_done, const LossTotals& epoch_loss,
+                                           const EpochPosition& position) {
   StateDict d;
-  d.values = {{"signature", signature},     {"epoch", state.epoch},
-              {"batch", state.batch},       {"step", state.step},
-              {"epoch_done", epoch_done},   {"samples_seen", state.samples_seen},
-              {"loss_sum", epoch_loss.sum}, {"loss_count", epoch_loss.count}};
+  d.values = {{"signature", signature},
+              {"epoch", state.epoch},
+              {"batch", state.batch},
+              {"step", state.step},
+              {"epoch_done", epoch_done},
+              {"samples_seen", state.samples_seen},
+              {"loss_sum", epoch_loss.sum},
+              {"loss_count", epoch_loss.count},
+              {"epoch_samples", position.samples},
+              {"world_size", position.world_size},
+              {"epoch_resharded", position.resharded}};
   return d;
 }
 
-TRAINKIT_INLINE std::pair<int64_t, int64_t> restore_trainer_counters(const StateDict& d,
-                                                                     TrainState& state,
-                                                                     LossMeter& epoch_loss,
-                                                                     bool holds_loss) {
+TRAINKIT_INLINE ResumePoint restore_trainer_counters(const StateDict& d, TrainState& state,
+                                                     LossMeter& epoch_loss, int64_t& epoch_samples,
+                                                     bool holds_totals, int64_t world_size) {
   const bool done = d.value<bool>("epoch_done");
   const auto epoch = d.value<int64_t>("epoch"), batch = d.value<int64_t>("batch");
   const auto step = d.value<int64_t>("step"), samples = d.value<int64_t>("samples_seen");
   const auto loss_sum = d.value<double>("loss_sum");
   const auto loss_count = d.value<int64_t>("loss_count");
+  // checkpoints before the epoch's position was kept resume at their batch
+  const bool positioned = d.values.count("epoch_samples") > 0;
+  const auto taken = positioned ? d.value<int64_t>("epoch_samples") : 0;
+  const bool moved = positioned && (d.value<int64_t>("world_size") != world_size ||
+                                    d.value<bool>("epoch_resharded"));
   state.step = step;
   state.samples_seen = samples;
-  epoch_loss.restore(holds_loss ? loss_sum : 0.0, holds_loss ? loss_count : 0);
-  return {epoch + (done ? 1 : 0), done ? 0 : batch};
+  epoch_loss.restore(holds_totals ? loss_sum : 0.0, holds_totals ? loss_count : 0);
+  epoch_samples = holds_totals ? taken : 0;
+  if (done) return {epoch + 1, 0, false, 0};
+  return {epoch, batch, moved && batch > 0, taken};
 }
 
 TRAINKIT_INLINE std::vector<std::string> signature_names(const std::string& signature) {

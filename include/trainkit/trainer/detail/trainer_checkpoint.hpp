@@ -3,6 +3,8 @@
 // its checkpoint's parts, the writer behind TrainState::save_checkpoint and
 // the resume at fit's start. The file formats are io/checkpoint.hpp's codec;
 // the sharded form's pieces are made and read in trainer/detail/sharded_state.hpp.
+#include <c10/util/Type.h>
+
 #include <filesystem>
 #include <functional>
 #include <string>
@@ -27,18 +29,22 @@ struct TrainerCheckpoint {
   template <class Hooks>
   static CheckpointParts parts(T& t, TrainState& state, Hooks& hooks, bool whole_model = true) {
     CheckpointParts parts;
-    // The epoch's loss so far is every rank's (a collective: all ranks save
-    // together); on resume rank 0 holds it, so the mean over any number of
-    // ranks goes on from it.
+    // The epoch's loss and samples so far are every rank's (collectives: all
+    // ranks save together); on resume rank 0 holds them, so sums over any
+    // number of ranks go on from them.
     parts.add(
         "trainer",
         [&t, &state] {
           const auto total = t.coordinator().loss_totals(t.epoch_loss_);
-          return trainer_counters(state, T::signature(), t.epoch_done_, total);
+          const auto samples = t.parallel_.sum({double(t.epoch_samples_)}, "samples of the epoch");
+          const EpochPosition position{int64_t(samples[0]), t.parallel_.world_size(),
+                                       t.epoch_resharded_};
+          return trainer_counters(state, T::signature(), t.epoch_done_, total, position);
         },
         [&t, &state](const StateDict& d) {
-          t.resume_at_ = restore_trainer_counters(d, state, t.epoch_loss_,
-                                                  /*holds_loss=*/t.parallel_.rank() == 0);
+          t.resume_at_ = restore_trainer_counters(d, state, t.epoch_loss_, t.epoch_samples_,
+                                                  /*holds_totals=*/t.parallel_.rank() == 0,
+                                                  t.parallel_.world_size());
         });
     if (whole_model) {
       parts.add_module("model", t.model_.module());
@@ -79,18 +85,51 @@ struct TrainerCheckpoint {
 
   /// At fit's start (after the writer is set): the signal's checkpoint
   /// codec checked now (not when the signal comes), and the resume
-  /// `options` ask for. Returns the (epoch, batch) to start at.
-  template <class Hooks>
-  static std::pair<int64_t, int64_t> start(T& t, const FitOptions& options, TrainState& state,
-                                           Hooks& hooks) {
+  /// `options` ask for. Returns where the fit starts; `by_samples` when
+  /// its epoch goes on after the samples another number of ranks took.
+  template <class Data, class Hooks>
+  static ResumePoint start(T& t, const FitOptions& options, TrainState& state, Hooks& hooks) {
     if (!options.checkpoint_on_signal.empty())
       io::checkpoint_codec("fit.checkpoint_on_signal", options.checkpoint_on_signal.string());
-    t.resume_at_ = {0, 0};
+    t.resume_at_ = {};
     if (!options.resume_from.empty()) {
       resume(t, options.resume_from, options.resume_if_present, state, hooks);
       t.apply_schedule(state);
     }
-    return t.resume_at_;
+    auto start = t.resume_at_;
+    start.by_samples = start.by_samples && !options.data_is_per_rank;
+    if constexpr (!HasSetStartSample<Data>) {
+      if (start.by_samples) {
+        throw Error("trainkit: fit.resume_from = \"" + options.resume_from.string() +
+                    "\": its epoch was interrupted on another number of ranks, and the "
+                    "training data (" +
+                    c10::demangle_type<Data>() +
+                    ") cannot go on after the samples those ranks took (it has no "
+                    "set_start_sample): use data::Loader with a library sampler or "
+                    "data::TensorBatches, or resume on the same number of ranks");
+      }
+    }
+    return start;
+  }
+
+  /// Puts `data` at `epoch`'s start (its order), and the resumed epoch
+  /// where it goes on: after the samples all ranks took (`start.by_samples`)
+  /// or at this rank's batch. Returns the batches to skip (data without
+  /// set_start skips them by reading).
+  template <class Data>
+  static int64_t enter_epoch(T& t, Data& data, int64_t epoch, const ResumePoint& start) {
+    const bool resumed = epoch == start.epoch && start.batch > 0;
+    const int64_t skip = resumed && !start.by_samples ? start.batch : 0;
+    t.epoch_resharded_ = resumed && start.by_samples;
+    if constexpr (HasSetEpoch<Data>) data.set_epoch(epoch);
+    if constexpr (HasSetStartSample<Data>) {
+      if (t.epoch_resharded_) data.set_start_sample(start.samples);
+    }
+    if constexpr (HasSetStart<Data>) {
+      if (skip > 0) data.set_start(skip);
+    }
+    if (!resumed) t.epoch_loss_.reset(), t.epoch_samples_ = 0;
+    return skip;
   }
 
   /// Restores everything from `from` (a file, or a folder's newest
