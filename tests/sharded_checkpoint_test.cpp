@@ -155,6 +155,7 @@ TEST_CASE("a damaged, partial or foreign sharded checkpoint is refused, naming t
   }
   SUBCASE("a folder whose save did not finish (no index) is not a checkpoint") {
     std::filesystem::remove(ckpt / io::checkpoint_folder::kShardedIndex);
+    std::filesystem::remove(ckpt / io::checkpoint_folder::kPytorchIndex);
     CHECK(resume_error(ckpt).find("not a sharded checkpoint") != std::string::npos);
     // nor is it a candidate in its run folder
     CHECK(io::checkpoint_folder::newest_candidates(dir).empty());

@@ -10,6 +10,7 @@
 #include <trainkit/data/cifar.hpp>
 #include <trainkit/data/mnist.hpp>
 #include <trainkit/io/checkpoint.hpp>
+#include <trainkit/io/dcp_metadata.hpp>
 #include <trainkit/io/safetensors.hpp>
 #include <trainkit/io/torch_save.hpp>
 #ifdef TRAINKIT_FUZZ_STUDY
@@ -81,6 +82,17 @@ int main(int argc, char** argv) {
         "shared_torch26.pt", "hostile_shared.pt", "hostile_long_keys.pt", "hostile_long_names.pt"})
     put(dir / "torch_save", n++,
         io::read_file(fs::path(TRAINKIT_REFERENCE_DIR) / "weights" / name));
+
+  // DCP's .metadata: the one PyTorch 2.6 wrote, and trainkit's of two tensors
+  put(dir / "dcp_metadata", 0,
+      io::read_file(fs::path(TRAINKIT_REFERENCE_DIR) / "dcp" / "adamw" / ".metadata"));
+  io::dcp::StoredTensors stored;
+  stored["model.w"] = {
+      at::kFloat,
+      {2, 3},
+      {{{{0, 0}, {1, 3}}, "__0_0.distcp", 0, 9}, {{{1, 0}, {1, 3}}, "__1_0.distcp", 0, 9}}};
+  stored["optim.state.w.exp_avg"] = {at::kHalf, {6}, {{{{0}, {6}}, "__0_0.distcp", 9, 5}}};
+  put(dir / "dcp_metadata", 1, io::dcp::metadata_pickle(stored));
 
   io::Checkpoint ckpt;
   ckpt.parts["trainer"].values = {{"step", int64_t{3}},

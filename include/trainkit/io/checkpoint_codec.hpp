@@ -57,6 +57,9 @@ struct Checkpoint {
   /// A sharded checkpoint's tensors (its parts then hold the plain values
   /// and the tensors no rank shards); null for a single file.
   std::shared_ptr<const ShardedTensors> sharded;
+  /// A folder PyTorch's dcp.save wrote: tensors by its names ("model.<name>",
+  /// "optim.state.<param>.<kind>"), no parts.
+  bool written_by_pytorch = false;
 };
 
 /// One box of a global tensor that a rank writes to a sharded checkpoint.

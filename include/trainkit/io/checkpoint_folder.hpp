@@ -35,12 +35,15 @@ inline std::filesystem::path best_file(const std::filesystem::path& dir) {
 inline std::filesystem::path staging_folder(std::filesystem::path target) {
   return target += ".partial";
 }
-/// A sharded checkpoint's index, in its folder (io/sharded_checkpoint.hpp).
+/// A sharded checkpoint's index, in its folder (io/sharded_checkpoint.hpp),
+/// and the index of one PyTorch's dcp.save wrote (io/dcp_metadata.hpp).
 inline constexpr const char* kShardedIndex = "trainkit.json";
-/// Whether `path` is a sharded checkpoint (a folder with its index), not a
-/// folder of checkpoints.
+inline constexpr const char* kPytorchIndex = ".metadata";
+/// Whether `path` is a sharded checkpoint (a folder with either index), not
+/// a folder of checkpoints.
 inline bool is_sharded_checkpoint(const std::filesystem::path& path) {
-  return std::filesystem::is_directory(path) && std::filesystem::exists(path / kShardedIndex);
+  return std::filesystem::is_directory(path) && (std::filesystem::exists(path / kShardedIndex) ||
+                                                 std::filesystem::exists(path / kPytorchIndex));
 }
 
 /// The step checkpoints in `dir`, oldest first.

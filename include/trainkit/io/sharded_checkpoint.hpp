@@ -4,7 +4,8 @@
 // PyTorch's distributed checkpoint (DCP): `__<rank>_0.distcp`, each box a
 // torch.save archive of one tensor, back to back. One rank then writes the
 // index, `trainkit.json` (every tensor's dtype and shape, each box's file,
-// byte range and CRC-32, and the parts' plain values), and puts the whole
+// byte range and CRC-32, and the parts' plain values), and DCP's index of
+// the same tensors, `.metadata` (io/dcp_metadata.hpp), and puts the whole
 // folder in place of the target in one rename: a folder named *.ckpt is
 // always complete, and a crash at any point of a save leaves the previous
 // checkpoint the newest one. Reading parses the index and reads, for each box
@@ -29,6 +30,7 @@
 #include "trainkit/io/atomic_file.hpp"
 #include "trainkit/io/checkpoint_codec.hpp"
 #include "trainkit/io/checkpoint_values.hpp"
+#include "trainkit/io/dcp_metadata.hpp"
 #include "trainkit/io/safetensors.hpp"
 #include "trainkit/io/torch_save.hpp"
 
@@ -68,6 +70,24 @@ inline std::string read_range(const std::filesystem::path& file, uint64_t offset
     done += uint64_t(n);
   }
   ::close(fd);
+  return out;
+}
+/// The tensors of a trainkit.json index (make_index's "tensors").
+inline dcp::StoredTensors stored_tensors(const nlohmann::json& tensors, const std::string& where) {
+  dcp::StoredTensors out;
+  for (const auto& [name, t] : tensors.items()) {
+    auto& stored = out[name];
+    stored.dtype = dtype_of(t.at("dtype").get<std::string>(), where);
+    stored.shape = t.at("shape").get<std::vector<int64_t>>();
+    for (const auto& c : t.at("chunks")) {
+      stored.chunks.push_back(
+          {{c.at("offsets").get<std::vector<int64_t>>(), c.at("sizes").get<std::vector<int64_t>>()},
+           c.at("file").get<std::string>(),
+           c.at("offset").get<uint64_t>(),
+           c.at("length").get<uint64_t>(),
+           c.at("crc32").get<uint32_t>()});
+    }
+  }
   return out;
 }
 }  // namespace detail
@@ -143,7 +163,11 @@ inline nlohmann::json make_index(const Checkpoint& values,
 /// (an older checkpoint in the folder stays the newest).
 inline void commit(const std::filesystem::path& staging, const std::filesystem::path& target,
                    const Checkpoint& values, const std::vector<std::string>& entries) {
-  write_file_atomically(staging / kIndexFile, make_index(values, entries).dump(1));
+  const auto index = make_index(values, entries);
+  // PyTorch's index too: dcp.load reads the model (docs/checkpoints.md)
+  write_file_atomically(staging / dcp::kMetadataFile, dcp::metadata_pickle(detail::stored_tensors(
+                                                          index["tensors"], "trainkit: ")));
+  write_file_atomically(staging / kIndexFile, index.dump(1));
   namespace fs = std::filesystem;
   if (!fs::exists(target)) {
     fs::rename(staging, target);
@@ -164,31 +188,22 @@ inline void commit(const std::filesystem::path& staging, const std::filesystem::
 /// The tensors of a sharded checkpoint, read on demand.
 class Reader final : public ShardedTensors {
  public:
-  Reader(std::filesystem::path dir, const nlohmann::json& tensors) : dir_(std::move(dir)) {
-    const auto where = "trainkit: " + (dir_ / kIndexFile).string() + ": ";
-    for (const auto& [name, t] : tensors.items()) {
-      auto& info = info_[name];
-      info.dtype = detail::dtype_of(t.at("dtype").get<std::string>(), where);
-      info.shape = t.at("shape").get<std::vector<int64_t>>();
-      auto& chunks = chunks_[name];
-      for (const auto& c : t.at("chunks")) {
-        Chunk chunk{{c.at("offsets").get<std::vector<int64_t>>(),
-                     c.at("sizes").get<std::vector<int64_t>>()},
-                    c.at("file").get<std::string>(),
-                    c.at("offset").get<uint64_t>(),
-                    c.at("length").get<uint64_t>(),
-                    c.at("crc32").get<uint32_t>()};
-        if (chunk.box.offsets.size() != info.shape.size() ||
-            chunk.box.sizes.size() != info.shape.size())
+  /// `stored` as its index (trainkit.json or DCP's .metadata) lists them.
+  Reader(std::filesystem::path dir, dcp::StoredTensors stored, const std::string& index)
+      : dir_(std::move(dir)), stored_(std::move(stored)) {
+    const auto where = "trainkit: " + (dir_ / index).string() + ": ";
+    for (const auto& [name, t] : stored_) {
+      info_[name] = {t.dtype, t.shape};
+      for (const auto& chunk : t.chunks) {
+        if (chunk.box.offsets.size() != t.shape.size() || chunk.box.sizes.size() != t.shape.size())
           throw Error(where + "a box of \"" + name + "\" has another number of dimensions");
-        for (size_t d = 0; d < info.shape.size(); ++d) {
+        for (size_t d = 0; d < t.shape.size(); ++d) {
           if (chunk.box.offsets[d] < 0 || chunk.box.sizes[d] < 0 ||
-              chunk.box.offsets[d] + chunk.box.sizes[d] > info.shape[d])
+              chunk.box.offsets[d] + chunk.box.sizes[d] > t.shape[d])
             throw Error(where + "a box of \"" + name + "\" lies outside it");
         }
         if (chunk.file.find('/') != std::string::npos || chunk.file.rfind("..", 0) == 0)
           throw Error(where + "a box of \"" + name + "\" names file \"" + chunk.file + "\"");
-        chunks.push_back(std::move(chunk));
       }
     }
   }
@@ -201,8 +216,8 @@ class Reader final : public ShardedTensors {
       throw Error("trainkit: " + dir_.string() + ": no tensor \"" + name + "\"");
     auto out = at::empty(box.sizes, at::TensorOptions().dtype(it->second.dtype));
     int64_t filled = 0;
-    for (size_t i = 0; i < chunks_.at(name).size(); ++i) {
-      const auto& chunk = chunks_.at(name)[i];
+    for (size_t i = 0; i < stored_.at(name).chunks.size(); ++i) {
+      const auto& chunk = stored_.at(name).chunks[i];
       auto target = out;
       bool overlaps = true;
       std::vector<std::pair<int64_t, int64_t>>
@@ -233,21 +248,15 @@ class Reader final : public ShardedTensors {
   }
 
  private:
-  struct Chunk {
-    TensorBox box;
-    std::string file;
-    uint64_t offset = 0, length = 0;
-    uint32_t crc = 0;
-  };
   /// Chunk `i` of `name`, checked (the last one read is kept: a tensor's
   /// boxes often overlap one stored box several times).
   at::Tensor load(const std::string& name, size_t i) const {
     if (cached_name_ == name && cached_index_ == i) return cached_;
-    const auto& chunk = chunks_.at(name)[i];
+    const auto& chunk = stored_.at(name).chunks[i];
     const auto file = dir_ / chunk.file;
     const auto bytes = detail::read_range(file, chunk.offset, chunk.length);
     const auto where = file.string() + " at byte " + std::to_string(chunk.offset);
-    if (io::detail::crc_of(bytes) != chunk.crc)
+    if (chunk.crc && io::detail::crc_of(bytes) != *chunk.crc)
       throw Error("trainkit: " + where + ": checksum mismatch: the file is truncated or corrupt");
     auto t = tensor_from_torch_save(bytes, where);
     if (t.sizes() != c10::IntArrayRef(chunk.box.sizes) || t.scalar_type() != info_.at(name).dtype)
@@ -258,17 +267,30 @@ class Reader final : public ShardedTensors {
   }
 
   std::filesystem::path dir_;
+  dcp::StoredTensors stored_;
   std::map<std::string, Info> info_;
-  std::map<std::string, std::vector<Chunk>> chunks_;
   mutable std::string cached_name_;
   mutable size_t cached_index_ = 0;
   mutable at::Tensor cached_;
 };
 
+/// A folder PyTorch's dcp.save wrote (no trainkit.json): its tensors, no parts.
+inline Checkpoint read_pytorch(const std::filesystem::path& dir) {
+  const auto file = dir / dcp::kMetadataFile;
+  Checkpoint ckpt;
+  ckpt.sharded = std::make_shared<Reader>(dir, dcp::read_metadata(read_file(file), file.string()),
+                                          dcp::kMetadataFile);
+  ckpt.written_by_pytorch = true;
+  return ckpt;
+}
+
 /// A sharded checkpoint's values (the parts, with the tensors whose names
-/// hold a '/', read whole: "<part>/<name>") and the reader of the others.
+/// hold a '/', read whole: "<part>/<name>") and the reader of the others;
+/// or a folder of PyTorch's (read_pytorch).
 inline Checkpoint read(const std::filesystem::path& dir) {
   const auto index_file = dir / kIndexFile;
+  if (!std::filesystem::exists(index_file) && std::filesystem::exists(dir / dcp::kMetadataFile))
+    return read_pytorch(dir);
   const auto where = "trainkit: " + index_file.string() + ": ";
   nlohmann::json index;
   try {
@@ -282,7 +304,8 @@ inline Checkpoint read(const std::filesystem::path& dir) {
   std::shared_ptr<Reader> reader;
   try {
     ckpt = values_from_json(index.at("values"));
-    reader = std::make_shared<Reader>(dir, index.at("tensors"));
+    reader = std::make_shared<Reader>(dir, detail::stored_tensors(index.at("tensors"), where),
+                                      kIndexFile);
   } catch (const nlohmann::json::exception& e) {
     throw Error(where + "unreadable (" + e.what() + ")");
   }

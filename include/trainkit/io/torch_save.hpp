@@ -192,7 +192,7 @@ inline void with_torch_save_object(const std::string& bytes, const std::string& 
     return t;
   };
   const auto data_pkl = zip.stored(prefix + "data.pkl");
-  Unpickler unpickler(*data_pkl, load, context);
+  Unpickler unpickler(*data_pkl, load, context + "data.pkl: ");
   use(unpickler.run(), context, uint64_t(data_pkl->size()));
 }
 }  // namespace detail

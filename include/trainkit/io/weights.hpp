@@ -2,7 +2,8 @@
 // Pretrained weights from any of the files a run meets, for fine-tuning:
 // safetensors (Hugging Face, trainkit's save_safetensors), a trainkit
 // checkpoint's model part (a file, a sharded folder, or a run folder's
-// newest checkpoint), and a state
+// newest checkpoint), the model of a folder PyTorch's dcp.save wrote
+// (tensors "model.<name>"), and a state
 // dict saved by Python's torch.save. The format is told from the file's
 // bytes, not its name.
 //
@@ -26,9 +27,11 @@ namespace trainkit::io {
 /// names; a sharded one's tensors are read whole.
 inline NamedTensors checkpoint_model(const Checkpoint& ckpt, const std::filesystem::path& file) {
   const auto part = ckpt.parts.find("model");
-  if (part == ckpt.parts.end())
+  if (part == ckpt.parts.end() && !ckpt.written_by_pytorch)
     throw Error("trainkit: " + file.string() + ": a checkpoint without a model part");
-  NamedTensors out(part->second.tensors.begin(), part->second.tensors.end());
+  NamedTensors out;
+  if (part != ckpt.parts.end())
+    out.assign(part->second.tensors.begin(), part->second.tensors.end());
   if (ckpt.sharded) {
     for (const auto& [name, info] : ckpt.sharded->tensors()) {
       if (name.rfind("model.", 0) == 0)

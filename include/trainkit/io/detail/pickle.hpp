@@ -1,7 +1,8 @@
 #pragma once
 // The vocabulary of the pickles torch.save writes, shared by the reader
-// (unpickler.hpp) and the writer (torch_save.hpp): the values a state dict
-// is made of, the storage classes that name a dtype, and the opcodes read.
+// (unpickler.hpp) and the writers (torch_save.hpp, dcp_metadata.hpp): the
+// values a state dict is made of, the storage classes and dtype names, and
+// the opcodes read.
 #include <torch/types.h>
 
 #include <cstdint>
@@ -12,18 +13,51 @@
 namespace trainkit::io::detail {
 
 struct PyValue {
-  enum class Kind { None, Bool, Int, Float, String, Tuple, List, Dict, Callable, Storage, Tensor };
-  enum class Callable { OrderedDict, RebuildTensor, RebuildParameter, TypeTag, StorageType };
+  enum class Kind {
+    None,
+    Bool,
+    Int,
+    Float,
+    String,
+    Tuple,
+    List,
+    Dict,
+    Callable,
+    Storage,
+    Tensor,
+    Dtype,   // torch.float32, ...
+    Object,  // an instance of an allowed class (Unpickler's `classes`)
+  };
+  enum class Callable { OrderedDict, RebuildTensor, RebuildParameter, TypeTag, StorageType, Class };
   Kind kind = Kind::None;
-  int64_t integer = 0;                              // Bool, Int
-  double real = 0;                                  // Float
-  std::string text;                                 // String; a Callable's "module.name"
-  Callable callable = Callable::OrderedDict;        // Callable
-  at::ScalarType dtype = at::kFloat;                // Callable StorageType
-  std::vector<PyValue*> items;                      // Tuple, List
+  int64_t integer = 0;                        // Bool, Int
+  double real = 0;                            // Float
+  std::string text;                           // String; a Callable's or Object's "module.name"
+  Callable callable = Callable::OrderedDict;  // Callable
+  at::ScalarType dtype = at::kFloat;          // Callable StorageType, Dtype
+  std::vector<PyValue*> items;                // Tuple, List; an Object's constructor arguments
   std::vector<std::pair<PyValue*, PyValue*>> dict;  // Dict, in insertion order
   at::Tensor tensor;                                // Storage (1-D), Tensor
+  const PyValue* state = nullptr;                   // Object: what BUILD gave it
 };
+
+/// Classes a pickle may name besides a state dict's, by "module.name": an
+/// instance becomes an Object holding its constructor's arguments and its
+/// BUILD state; nothing of it runs (io/dcp_metadata.hpp's).
+struct PickleClasses {
+  std::vector<std::string> names;
+  bool dtypes = false;  ///< torch.float32 and the like, as values
+};
+
+/// torch.<name>: the dtypes by the names Python pickles them with.
+inline const std::vector<std::pair<std::string, at::ScalarType>>& python_dtypes() {
+  static const std::vector<std::pair<std::string, at::ScalarType>> types = {
+      {"float64", at::kDouble},    {"float32", at::kFloat}, {"float16", at::kHalf},
+      {"bfloat16", at::kBFloat16}, {"int64", at::kLong},    {"int32", at::kInt},
+      {"int16", at::kShort},       {"int8", at::kChar},     {"uint8", at::kByte},
+      {"bool", at::kBool}};
+  return types;
+}
 
 /// torch.<Type>Storage: the legacy storage classes torch.save names a
 /// storage's dtype by (read here, written by to_torch_save).
@@ -78,6 +112,7 @@ enum class Op : uint8_t {
   NewTrue = 0x88,
   NewFalse = 0x89,
   Long1 = 0x8a,
+  NewObj = 0x81,
   // protocol 4
   ShortBinUnicode = 0x8c,
   BinUnicode8 = 0x8d,

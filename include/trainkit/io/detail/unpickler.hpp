@@ -1,7 +1,9 @@
 #pragma once
 // The part of Python's pickle that torch.save writes for a state dict: dicts
 // (OrderedDict included), lists, tuples, numbers, strings, and tensors rebuilt
-// from storages by torch._utils._rebuild_tensor_v2. It is a stack machine
+// from storages by torch._utils._rebuild_tensor_v2; and, where the caller
+// allows them, instances of named classes (PyTorch's distributed checkpoint
+// metadata), kept as their arguments and state. It is a stack machine
 // that runs no code: the only callables are that allowlist, everything else
 // is an Error. The input is hostile: each read is bounds-checked, a tensor's
 // view is checked against its storage before ATen sees it, and all values
@@ -35,9 +37,14 @@ class Unpickler {
   using LoadStorage =
       std::function<at::Tensor(const std::string& key, at::ScalarType dtype, uint64_t numel)>;
 
-  /// Errors are `context` (which names the file) followed by the problem.
-  Unpickler(std::string_view pickle, LoadStorage load, std::string context)
-      : in_(pickle), load_(std::move(load)), context_(std::move(context)) {}
+  /// Errors are `context` (which names the file) followed by the problem;
+  /// `classes` are allowed besides a state dict's.
+  Unpickler(std::string_view pickle, LoadStorage load, std::string context,
+            PickleClasses classes = {})
+      : in_(pickle),
+        load_(std::move(load)),
+        context_(std::move(context)),
+        classes_(std::move(classes)) {}
 
   /// Runs the pickle to its STOP; the value lives as long as the unpickler.
   const PyValue& run() {
@@ -187,9 +194,24 @@ class Unpickler {
           push(reduce(callable, args));
           break;
         }
-        case Op::Build: {  // an OrderedDict's attributes (its _metadata), not kept
-          pop();
-          if (top()->kind != PyValue::Kind::Dict) fail("BUILD on something other than a dict");
+        case Op::NewObj: {  // cls.__new__(cls, *args)
+          auto* args = pop();
+          auto* cls = pop();
+          if (cls->kind != PyValue::Kind::Callable || cls->callable != PyValue::Callable::Class ||
+              args->kind != PyValue::Kind::Tuple)
+            fail("NEWOBJ without an allowed class and a tuple");
+          push(object(cls, args));
+          break;
+        }
+        case Op::Build: {  // an Object's state; an OrderedDict's attributes, not kept
+          auto* state = pop();
+          auto* target = top();
+          if (target->kind == PyValue::Kind::Object) {
+            if (target->state) fail("BUILD twice on one " + target->text);
+            target->state = state;
+          } else if (target->kind != PyValue::Kind::Dict) {
+            fail("BUILD on something other than a dict or an allowed class");
+          }
           break;
         }
         case Op::Stop:
@@ -203,9 +225,7 @@ class Unpickler {
   }
 
  private:
-  [[noreturn]] void fail(const std::string& what) const {
-    throw Error(context_ + "data.pkl: " + what);
-  }
+  [[noreturn]] void fail(const std::string& what) const { throw Error(context_ + what); }
   static std::string hex(uint8_t b) {
     const char* digits = "0123456789abcdef";
     return {digits[b >> 4], digits[b & 15]};
@@ -349,6 +369,15 @@ class Unpickler {
                storage != storage_types().end()) {
       p->callable = PyValue::Callable::StorageType;
       p->dtype = storage->second;
+    } else if (std::find(classes_.names.begin(), classes_.names.end(), p->text) !=
+               classes_.names.end()) {
+      p->callable = PyValue::Callable::Class;
+    } else if (const auto dtype = std::find_if(
+                   python_dtypes().begin(), python_dtypes().end(),
+                   [&](const auto& type) { return module == "torch" && type.first == name; });
+               classes_.dtypes && dtype != python_dtypes().end()) {
+      p->kind = PyValue::Kind::Dtype;
+      p->dtype = dtype->second;
     } else {
       fail("holds a " + p->text +
            ", which trainkit does not read: it reads state dicts (dicts, lists, numbers, "
@@ -399,10 +428,19 @@ class Unpickler {
       case PyValue::Callable::TypeTag:  // (value, "Dict[str, Tensor]"): the value
         if (a.size() != 2) fail("restore_type_tag without (value, type)");
         return a[0];
+      case PyValue::Callable::Class:
+        return object(callable, args);
       case PyValue::Callable::StorageType:
         break;
     }
     fail("calls " + callable->text);
+  }
+
+  PyValue* object(const PyValue* cls, const PyValue* args) {
+    auto* p = make(PyValue::Kind::Object);
+    p->text = cls->text;
+    p->items = args->items;
+    return p;
   }
 
   // _rebuild_tensor_v2(storage, offset, size, stride, requires_grad, hooks[, metadata])
@@ -450,6 +488,7 @@ class Unpickler {
   uint64_t at_ = 0;
   LoadStorage load_;
   std::string context_;
+  PickleClasses classes_;
   std::vector<std::unique_ptr<PyValue>> arena_;
   std::vector<PyValue*> stack_;
   std::vector<size_t> marks_;

@@ -7,6 +7,7 @@
 #include <torch/csrc/autograd/grad_mode.h>
 #include <torch/nn/module.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <functional>
 #include <set>
@@ -114,6 +115,67 @@ struct ShardedState {
       view.optimized.groups()[g].data.copy_(staged.groups[g]);
     for (auto& [target, source] : staged.whole) target.copy_(source);
     view.share_parameters();
+  }
+
+  /// Restores the model, and the optimizer's state where it has one, from
+  /// `ckpt`, a folder PyTorch's dcp.save wrote ({"model": ..., "optim":
+  /// get_state_dict's}); returns the optimizer's step count (0 without one).
+  template <class Parallel>
+  static int64_t load_pytorch(Parallel& parallel, TrainerStateView view, io::Checkpoint ckpt) {
+    const auto& stored = *ckpt.sharded;
+    const auto& infos = stored.tensors();
+    const bool has_model = std::any_of(
+        infos.begin(), infos.end(), [](const auto& i) { return i.first.rfind("model.", 0) == 0; });
+    if (!has_model) {
+      throw Error(
+          "trainkit: PyTorch's checkpoints are read with the model's tensors named "
+          "\"model.<name>\" (dcp.save({\"model\": model.state_dict(), \"optim\": ...})); this "
+          "one has none" +
+          (infos.empty() ? std::string()
+                         : " (its first tensor: \"" + infos.begin()->first + "\")"));
+    }
+    std::set<std::string> kinds = {"step"};  // the optimizer's, per parameter
+    for (const auto& [name, g] : view.optimizer_layout.elementwise)
+      kinds.insert(state_kind(name, g));
+    bool has_optimizer = false;
+    const std::string prefix = "optim.state.";
+    for (const auto& group : view.slots) {
+      for (const auto& slot : group) {
+        const auto param = prefix + slot.name + ".";
+        for (auto it = infos.lower_bound(param);
+             it != infos.end() && it->first.rfind(param, 0) == 0; ++it) {
+          const auto kind = it->first.substr(param.size());
+          if (kind.find('.') != std::string::npos) continue;  // a longer parameter name's
+          if (!kinds.count(kind) || !view.optimizer_state) {
+            throw Error("trainkit: the checkpoint's optimizer state \"" + it->first +
+                        "\" is one this trainer's optimizer does not keep (PyTorch's optimizer "
+                        "was another)");
+          }
+          has_optimizer = true;
+        }
+      }
+    }
+    int64_t steps = 0;
+    if (has_optimizer) {
+      // this trainer's options (beta1, ...), and PyTorch's step counts
+      auto& values = ckpt.parts["optim"].values;
+      values = view.optimizer_state().values;
+      bool counted = false;
+      for (const auto& group : view.slots) {
+        for (const auto& slot : group) {
+          const auto name = prefix + slot.name + ".step";
+          if (!infos.count(name)) continue;
+          const auto s = static_cast<int64_t>(stored.read_whole(name).item<double>());
+          values[slot.name + ".steps"] = s;
+          steps = std::max(steps, s), counted = true;
+        }
+      }
+      if (counted) values["steps"] = steps;
+    } else {
+      view.optimizer_state = nullptr;  // the model alone: the optimizer starts fresh
+    }
+    load(parallel, view, CheckpointParts{}, ckpt);
+    return steps;
   }
 
  private:

@@ -133,7 +133,8 @@ struct TrainerCheckpoint {
   }
 
   /// Restores everything from `from` (a file, or a folder's newest
-  /// checkpoint), or nothing: on any error the trainer is put back as it was
+  /// checkpoint; of a folder PyTorch's dcp.save wrote, the model and the
+  /// optimizer), or nothing: on any error the trainer is put back as it was
   /// and the error names the file. With `if_present` and no checkpoint
   /// there yet, nothing is restored (a fresh start).
   template <class Hooks>
@@ -149,6 +150,12 @@ struct TrainerCheckpoint {
     const auto found = io::read_newest_checkpoint(from, codec.read, if_present);
     if (!found) return;
     try {
+      if (found->checkpoint.written_by_pytorch) {
+        // the model and the optimizer only; the run goes on at its step count
+        state.step = ShardedState::load_pytorch(t.parallel_, state_view(t), found->checkpoint);
+        state.resumed = true;
+        return;
+      }
       check_trainer_signature(found->checkpoint, T::signature(), kParallelRole);
       if (found->checkpoint.sharded) {
         auto others = parts(t, state, hooks, /*whole_model=*/false);
