@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "step_record.hpp"
 #include "support.hpp"
 
 using namespace trainkit;
@@ -36,11 +37,6 @@ struct MseTask {
   StepOutput step(DcpNet& model, const data::Batch& b) {
     return {torch::mse_loss(model(b.input), b.target)};
   }
-};
-
-struct Losses {
-  std::vector<double>* out;
-  void on_step_end(TrainState& s) { out->push_back(s.loss()); }
 };
 
 at::Tensor values_of(const nlohmann::json& v) {
@@ -89,7 +85,7 @@ TEST_CASE("a run resumed from PyTorch's DCP checkpoint trains on as PyTorch's ru
   std::vector<double> losses;
   FitOptions fit{.epochs = 10, .max_steps = 6};
   fit.resume_from = kPytorchCheckpoint;
-  trainer.fit(MseTask{}, train, fit, Losses{&losses});
+  trainer.fit(MseTask{}, train, fit, tk_test::StepRecord{&losses});
   // PyTorch took 3 steps before saving: the run goes on at step 3 (AdamW's
   // bias correction with it) and stops at max_steps 6
   const auto want = ref["losses_after"].get<std::vector<double>>();

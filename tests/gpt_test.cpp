@@ -8,6 +8,7 @@
 
 #include "../examples/gpt.hpp"
 #include "gpt_batches.hpp"
+#include "step_record.hpp"
 #include "support.hpp"
 
 using namespace trainkit;
@@ -30,15 +31,6 @@ void formula_init(examples::Gpt& model) {
     p.copy_(v.to(at::kFloat).view_as(p));
   }
 }
-
-struct StepRecord {
-  std::vector<double>* losses;
-  std::vector<double>* norms;
-  void on_step_end(TrainState& s) {
-    losses->push_back(s.loss());
-    norms->push_back(s.grad_norm().value_or(-1.0));
-  }
-};
 
 }  // namespace
 
@@ -65,7 +57,7 @@ TEST_CASE(
                       .param_groups = {params::no_weight_decay()}});
   std::vector<double> losses, norms;
   const auto result = trainer.fit(examples::LanguageModelling{}, batches, {.epochs = 1},
-                                  StepRecord{&losses, &norms});
+                                  tk_test::StepRecord{&losses, &norms});
   REQUIRE(result.steps == 20);
   const auto& steps = ref["steps"];
   REQUIRE(losses.size() == steps.size());

@@ -28,6 +28,7 @@
 
 #include "../../examples/gpt.hpp"
 #include "../gpt_batches.hpp"
+#include "../step_record.hpp"
 #include "worker_support.hpp"
 
 namespace tk = trainkit;
@@ -100,15 +101,6 @@ examples::Gpt make_gpt() {
   return model;
 }
 
-struct StepRecord {
-  std::vector<double>* losses;
-  std::vector<double>* norms;
-  void on_step_end(tk::TrainState& s) {
-    losses->push_back(s.loss());
-    norms->push_back(s.grad_norm().value_or(-1.0));
-  }
-};
-
 struct Run {
   std::vector<double> losses, norms;
   tk::FitResult result;
@@ -136,7 +128,7 @@ Run train_gpt(examples::Gpt& model, int port_offset) {
   Run run;
   run.result =
       trainer.fit(examples::LanguageModelling{}, batches, {.epochs = 1, .data_is_per_rank = true},
-                  StepRecord{&run.losses, &run.norms});
+                  tk_test::StepRecord{&run.losses, &run.norms});
   if constexpr (std::is_base_of_v<par::ShardGradOp, Par>) {
     // No rank holds the whole gradient: the parameters have none, the flat
     // buffers none, and the shard is this rank's slice (of its host's, hybrid).

@@ -73,11 +73,11 @@ class MetadataReader {
   explicit MetadataReader(std::string context) : context_(std::move(context)) {}
 
   StoredTensors run(const PyValue& top) {
-    const auto& metadata = object(top, "Metadata");
+    const auto& metadata = object(top, kModule, "Metadata");
     StoredTensors out;
     std::map<std::pair<std::string, std::vector<int64_t>>, const PyValue*> storage;
     for (const auto& [key, info] : dict(attr(metadata, "storage_data"), "storage_data")) {
-      const auto& index = object(*key, "MetadataIndex");
+      const auto& index = object(*key, kModule, "MetadataIndex");
       // an offset of None (a value stored as bytes) is not among the fields
       const auto* offset = find_attr(index, "offset");
       const auto at = std::make_pair(text(attr(index, "fqn"), "MetadataIndex.fqn"),
@@ -92,12 +92,12 @@ class MetadataReader {
       if (entry->kind == PyValue::Kind::Object &&
           entry->text == std::string(kModule) + ".BytesStorageMetadata")
         continue;  // a value stored as bytes, not read
-      const auto& md = object(*entry, "TensorStorageMetadata");
+      const auto& md = object(*entry, kModule, "TensorStorageMetadata");
       auto& t = out[name];
-      t.dtype = dtype(object(attr(md, "properties"), "TensorProperties"));
+      t.dtype = dtype(object(attr(md, "properties"), kModule, "TensorProperties"));
       t.shape = size(attr(md, "size"), "TensorStorageMetadata.size");
       for (const auto* c : items(attr(md, "chunks"), PyValue::Kind::List, "chunks")) {
-        const auto& chunk = object(*c, "ChunkStorageMetadata");
+        const auto& chunk = object(*c, kModule, "ChunkStorageMetadata");
         StoredChunk stored{{size(attr(chunk, "offsets"), "ChunkStorageMetadata.offsets"),
                             size(attr(chunk, "sizes"), "ChunkStorageMetadata.sizes")},
                            {},
@@ -106,7 +106,7 @@ class MetadataReader {
                            std::nullopt};
         const auto it = storage.find({name, stored.box.offsets});
         if (it == storage.end()) fail("no storage_data for a chunk of \"" + name + "\"");
-        const auto& info = object(*it->second, "_StorageInfo");
+        const auto& info = object(*it->second, kFilesystemModule, "_StorageInfo");
         stored.file = text(attr(info, "relative_path"), "_StorageInfo.relative_path");
         stored.offset = count(attr(info, "offset"), "_StorageInfo.offset");
         stored.length = count(attr(info, "length"), "_StorageInfo.length");
@@ -123,11 +123,9 @@ class MetadataReader {
  private:
   [[noreturn]] void fail(const std::string& what) const { throw Error(context_ + what); }
 
-  /// `v`, an instance of `cls` (a class of kModule, or _StorageInfo).
-  const PyValue& object(const PyValue& v, const std::string& cls) const {
-    const auto full =
-        (cls == "_StorageInfo" ? std::string(kFilesystemModule) : kModule) + std::string(".") + cls;
-    if (v.kind != PyValue::Kind::Object || v.text != full)
+  /// `v`, an instance of `module`.`cls`.
+  const PyValue& object(const PyValue& v, const char* module, const std::string& cls) const {
+    if (v.kind != PyValue::Kind::Object || v.text != module + ("." + cls))
       fail("expected a " + cls + " where it holds " + describe(v));
     return v;
   }
@@ -203,44 +201,6 @@ class MetadataReader {
   std::string context_;
 };
 
-/// Pickle opcodes of protocol 2, as Python's pickle reads them.
-class PickleWriter {
- public:
-  PickleWriter& op(std::string_view opcodes) { return out_ += opcodes, *this; }
-  PickleWriter& global(std::string_view module, std::string_view name) {
-    out_ += 'c';
-    out_ += module;
-    out_ += '\n';
-    out_ += name;
-    out_ += '\n';
-    return *this;
-  }
-  /// A dataclass instance: cls.__new__(cls), then its fields (end_object()).
-  PickleWriter& begin_object(std::string_view name) { return global(kModule, name).op(")\x81}("); }
-  PickleWriter& end_object() { return op("ub"); }
-  PickleWriter& text(std::string_view s) {
-    const auto n = uint32_t(s.size());
-    out_ += 'X';
-    out_.append(reinterpret_cast<const char*>(&n), 4);
-    out_ += s;
-    return *this;
-  }
-  PickleWriter& integer(int64_t v) {  // LONG1 of 8 bytes
-    out_ += "\x8a\x08";
-    out_.append(reinterpret_cast<const char*>(&v), 8);
-    return *this;
-  }
-  PickleWriter& size(const std::vector<int64_t>& values) {
-    global("torch", "Size").op("(");
-    for (const auto v : values) integer(v);
-    return op("t\x85R");
-  }
-  std::string finish() { return "\x80\x02" + out_ + "."; }
-
- private:
-  std::string out_;
-};
-
 /// How DCP's flattening reached `name` (Metadata.planner_data), so that
 /// dcp_to_torch_save nests it again: ("model", "fc.weight"), ("optim",
 /// "state", "fc.weight", "exp_avg"); other names stand alone.
@@ -269,8 +229,8 @@ inline StoredTensors read_metadata(std::string_view bytes, const std::string& fi
 }
 
 inline std::string metadata_pickle(const StoredTensors& tensors) {
-  detail::PickleWriter p;
-  p.begin_object("Metadata").text("state_dict_metadata").op("}(");
+  io::detail::PickleWriter p;
+  p.begin_object(detail::kModule, "Metadata").text("state_dict_metadata").op("}(");
   for (const auto& [name, t] : tensors) {
     const auto dtype =
         std::find_if(io::detail::python_dtypes().begin(), io::detail::python_dtypes().end(),
@@ -278,16 +238,17 @@ inline std::string metadata_pickle(const StoredTensors& tensors) {
     if (dtype == io::detail::python_dtypes().end())
       throw Error("trainkit: DCP metadata: tensor \"" + name + "\" has dtype " +
                   c10::toString(t.dtype) + ", which has no torch name here");
-    p.text(name).begin_object("TensorStorageMetadata");
+    p.text(name).begin_object(detail::kModule, "TensorStorageMetadata");
     p.text("properties").global(detail::kModule, "TensorProperties").op(")\x81(");
     p.global("torch", dtype->first);
     p.global("torch.serialization", "_get_layout").text("torch.strided").op("\x85R");
     p.op("\x89").global(detail::kModule, "_MEM_FORMAT_ENCODING").integer(0).op("\x85R");
     p.op("\x89tb");  // pin_memory False; BUILD: TensorProperties.__setstate__
-    p.text("size").size(t.shape).text("chunks").op("](");
+    p.text("size").torch_size(t.shape).text("chunks").op("](");
     for (const auto& c : t.chunks) {
-      p.begin_object("ChunkStorageMetadata");
-      p.text("offsets").size(c.box.offsets).text("sizes").size(c.box.sizes).end_object();
+      p.begin_object(detail::kModule, "ChunkStorageMetadata");
+      p.text("offsets").torch_size(c.box.offsets);
+      p.text("sizes").torch_size(c.box.sizes).end_object();
     }
     p.op("e").end_object();
   }
@@ -301,9 +262,10 @@ inline std::string metadata_pickle(const StoredTensors& tensors) {
   for (const auto& [name, t] : tensors) {
     for (size_t i = 0; i < t.chunks.size(); ++i) {
       const auto& c = t.chunks[i];
-      p.begin_object("MetadataIndex").text("fqn").text(name).text("offset").size(c.box.offsets);
+      p.begin_object(detail::kModule, "MetadataIndex").text("fqn").text(name);
+      p.text("offset").torch_size(c.box.offsets);
       p.text("index").integer(int64_t(i)).end_object();
-      p.global(detail::kFilesystemModule, "_StorageInfo").op(")\x81}(");
+      p.begin_object(detail::kFilesystemModule, "_StorageInfo");
       p.text("relative_path").text(c.file).text("offset").integer(int64_t(c.offset));
       p.text("length").integer(int64_t(c.length)).end_object();
     }

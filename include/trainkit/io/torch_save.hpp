@@ -26,6 +26,7 @@
 
 #include "trainkit/error.hpp"
 #include "trainkit/io/atomic_file.hpp"
+#include "trainkit/io/detail/pickle.hpp"
 #include "trainkit/io/detail/unpickler.hpp"
 #include "trainkit/io/detail/zip_reader.hpp"
 #include "trainkit/io/named_tensors.hpp"
@@ -231,14 +232,8 @@ namespace detail {
 /// The pickle torch.save writes (protocol 2) and its storages, made value by value.
 class TorchSavePickler {
  public:
-  TorchSavePickler() : pickle_("\x80\x02") {}
-  void text(const std::string& s) {
-    const auto n = uint32_t(s.size());
-    pickle_ += 'X';
-    pickle_.append(reinterpret_cast<const char*>(&n), 4);
-    pickle_ += s;
-  }
-  void raw(std::string_view opcodes) { pickle_ += opcodes; }
+  void text(const std::string& s) { pickle_.text(s); }
+  void raw(std::string_view opcodes) { pickle_.op(opcodes); }
   /// torch._utils._rebuild_tensor_v2 of `t` (copied to the CPU, contiguous);
   /// `what` names it in errors.
   void tensor(const at::Tensor& t, const std::string& what) {
@@ -255,21 +250,14 @@ class TorchSavePickler {
       throw Error("trainkit: to_torch_save: " + what + " has dtype " + c10::toString(dtype) +
                   ", which torch.save's storages do not name");
     }
-    pickle_ += "ctorch._utils\n_rebuild_tensor_v2\n(";
-    pickle_ += "(";
-    text("storage");
-    pickle_ += "ctorch\n" + type->first + "\n";
-    text(std::to_string(references_++));
-    text("cpu");
-    integer(c10::multiply_integers(sizes));
-    pickle_ += "tQ";  // the persistent id: a storage
-    integer(0);
-    tuple(sizes);
-    tuple(c10::contiguous_strides(sizes));
-    pickle_ += "\x89" + std::string(kOrderedDict) + "tR";  // requires_grad False, no hooks
+    pickle_.global("torch._utils", "_rebuild_tensor_v2").op("((").text("storage");
+    pickle_.global("torch", type->first).text(std::to_string(references_++)).text("cpu");
+    pickle_.integer(c10::multiply_integers(sizes)).op("tQ");  // the persistent id: a storage
+    pickle_.integer(0).tuple(sizes).tuple(c10::contiguous_strides(sizes));
+    pickle_.op("\x89").op(kOrderedDict).op("tR");  // requires_grad False, no hooks
   }
   /// The pickle so far, ended with STOP.
-  std::string pickle() const { return pickle_ + '.'; }
+  std::string pickle() const { return pickle_.finish(); }
   /// The zip archive, the pickle ended with STOP.
   std::string finish() {
     const auto pickled = pickle();
@@ -290,16 +278,7 @@ class TorchSavePickler {
   static constexpr const char* kOrderedDict = "ccollections\nOrderedDict\n)R";
 
  private:
-  void integer(int64_t v) {  // LONG1 of 8 bytes
-    pickle_ += "\x8a\x08";
-    pickle_.append(reinterpret_cast<const char*>(&v), 8);
-  }
-  void tuple(c10::IntArrayRef values) {
-    pickle_ += '(';
-    for (const auto v : values) integer(v);
-    pickle_ += 't';
-  }
-  std::string pickle_;
+  PickleWriter pickle_;
   std::vector<at::Tensor> storages_;
   size_t references_ = 0;
 };

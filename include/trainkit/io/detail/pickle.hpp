@@ -1,12 +1,13 @@
 #pragma once
 // The vocabulary of the pickles torch.save writes, shared by the reader
 // (unpickler.hpp) and the writers (torch_save.hpp, dcp_metadata.hpp): the
-// values a state dict is made of, the storage classes and dtype names, and
-// the opcodes read.
+// values a state dict is made of, the storage classes and dtype names, the
+// opcodes read, and the protocol-2 writer.
 #include <torch/types.h>
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -119,6 +120,57 @@ enum class Op : uint8_t {
   StackGlobal = 0x93,
   Memoize = 0x94,
   Frame = 0x95,
+};
+
+/// Appends protocol-2 opcodes; finish() frames them (PROTO 2 ... STOP).
+class PickleWriter {
+ public:
+  PickleWriter& op(std::string_view opcodes) { return out_ += opcodes, *this; }
+  /// GLOBAL: the class or function `module`.`name`.
+  PickleWriter& global(std::string_view module, std::string_view name) {
+    out_ += 'c';
+    out_ += module;
+    out_ += '\n';
+    out_ += name;
+    out_ += '\n';
+    return *this;
+  }
+  /// BINUNICODE
+  PickleWriter& text(std::string_view s) {
+    const auto n = uint32_t(s.size());
+    out_ += 'X';
+    out_.append(reinterpret_cast<const char*>(&n), 4);
+    out_ += s;
+    return *this;
+  }
+  /// LONG1 of 8 bytes
+  PickleWriter& integer(int64_t v) {
+    out_ += "\x8a\x08";
+    out_.append(reinterpret_cast<const char*>(&v), 8);
+    return *this;
+  }
+  /// An instance of `module`.`name` made as cls.__new__(cls), then the dict
+  /// of its fields (key, value, ...) until end_object() BUILDs it.
+  PickleWriter& begin_object(std::string_view module, std::string_view name) {
+    return global(module, name).op(")\x81}(");
+  }
+  PickleWriter& end_object() { return op("ub"); }
+  /// torch.Size(values)
+  PickleWriter& torch_size(const std::vector<int64_t>& values) {
+    return global("torch", "Size").tuple(values).op("\x85R");
+  }
+  /// A tuple of integers.
+  template <typename Integers>
+  PickleWriter& tuple(const Integers& values) {
+    out_ += '(';
+    for (const auto v : values) integer(v);
+    out_ += 't';
+    return *this;
+  }
+  std::string finish() const { return "\x80\x02" + out_ + "."; }
+
+ private:
+  std::string out_;
 };
 
 }  // namespace trainkit::io::detail
