@@ -11,6 +11,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <random>
 
 #include "support.hpp"
@@ -163,6 +164,29 @@ TEST_CASE("a damaged, partial or foreign sharded checkpoint is refused, naming t
   SUBCASE("an index that is not one") {
     std::ofstream(ckpt / io::checkpoint_folder::kShardedIndex) << "{\"tensors\": 3}";
     CHECK(resume_error(ckpt).find("not a sharded checkpoint's index") != std::string::npos);
+  }
+  SUBCASE("an index whose boxes or shapes no reader can hold") {
+    const auto index_file = ckpt / io::checkpoint_folder::kShardedIndex;
+    auto index = nlohmann::json::parse(std::ifstream(index_file));
+    auto& tensors = index["tensors"];
+    const auto weight = std::find_if(tensors.begin(), tensors.end(),
+                                     [](const auto& t) { return t["shape"].size() == 2; });
+    REQUIRE(weight != tensors.end());
+    auto& chunk = (*weight)["chunks"][0];
+    std::string expected;
+    SUBCASE("a box whose end is past the largest integer") {
+      chunk["offsets"][0] = std::numeric_limits<int64_t>::max() - 1;
+      expected = "lies outside it";
+    }
+    SUBCASE("a shape of more bytes than the chunks hold (nothing allocated)") {
+      (*weight)["shape"][0] = int64_t(1) << 40;
+      chunk["sizes"][0] = int64_t(1) << 40;
+      expected = "is larger than the";
+    }
+    std::ofstream(index_file) << index.dump();
+    const auto error = resume_error(ckpt);
+    CHECK_MESSAGE(error.find(expected) != std::string::npos, error);
+    CHECK(error.find(io::checkpoint_folder::kShardedIndex) != std::string::npos);
   }
   CHECK(torch::equal(fresh.model().parameters()[0], before));  // nothing changed
   std::filesystem::remove_all(dir);

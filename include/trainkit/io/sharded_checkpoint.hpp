@@ -194,16 +194,31 @@ class Reader final : public ShardedTensors {
     const auto where = "trainkit: " + (dir_ / index).string() + ": ";
     for (const auto& [name, t] : stored_) {
       info_[name] = {t.dtype, t.shape};
+      // Each chunk is a torch.save archive of its box, so the whole tensor
+      // (allocated before its chunks are read) is no larger than they are.
+      int64_t numel = 1;
+      bool overflows = false;
+      for (const auto s : t.shape) {
+        if (s < 0) throw Error(where + "\"" + name + "\" has a negative size");
+        overflows = overflows || __builtin_mul_overflow(numel, s, &numel);
+      }
+      uint64_t stored_bytes = 0;
       for (const auto& chunk : t.chunks) {
         if (chunk.box.offsets.size() != t.shape.size() || chunk.box.sizes.size() != t.shape.size())
           throw Error(where + "a box of \"" + name + "\" has another number of dimensions");
         for (size_t d = 0; d < t.shape.size(); ++d) {
           if (chunk.box.offsets[d] < 0 || chunk.box.sizes[d] < 0 ||
-              chunk.box.offsets[d] + chunk.box.sizes[d] > t.shape[d])
+              chunk.box.sizes[d] > t.shape[d] - chunk.box.offsets[d])
             throw Error(where + "a box of \"" + name + "\" lies outside it");
         }
         if (chunk.file.find('/') != std::string::npos || chunk.file.rfind("..", 0) == 0)
           throw Error(where + "a box of \"" + name + "\" names file \"" + chunk.file + "\"");
+        stored_bytes += std::min(chunk.length, ~uint64_t(0) - stored_bytes);
+      }
+      if (overflows || uint64_t(numel) > stored_bytes / c10::elementSize(t.dtype)) {
+        throw Error(where + "\"" + name + "\" of shape " + c10::str(c10::IntArrayRef(t.shape)) +
+                    " is larger than the " + std::to_string(stored_bytes) +
+                    " bytes its chunks hold");
       }
     }
   }
