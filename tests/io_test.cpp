@@ -317,6 +317,12 @@ TEST_CASE("kill test: SIGKILL during sharded saves, resume from disk, finish bit
   kill_and_resume("trainkit_kill_sharded", {{5, 0}, {19, 100}, {33, 300}, {47, 900}}, "--sharded");
 }
 
+TEST_CASE("kill test: SIGKILL during asynchronous saves, resume from disk, finish bitwise equal") {
+  // The write runs beside the next steps: kills at a step's announcement
+  // and into the background write of the save before it.
+  kill_and_resume("trainkit_kill_async", {{4, 0}, {21, 200}, {44, 700}}, "--async");
+}
+
 TEST_CASE("kill test: a two-input model on map batches resumes bitwise after SIGKILL") {
   const auto dir = tk_test::temp_dir("trainkit_kill_map");
   REQUIRE(WIFEXITED(

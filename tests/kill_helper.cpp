@@ -3,8 +3,8 @@
 // is written, then saves the final weights. `--resume` continues from the
 // latest checkpoint in the folder, if there is one. `--map-batches` trains
 // a two-input model on string-keyed map batches instead; `--sharded` writes
-// sharded checkpoints (folders).
-//   kill_helper DIR OUT.safetensors --resume|--fresh [--map-batches|--sharded]
+// sharded checkpoints (folders); `--async` writes each on a background thread.
+//   kill_helper DIR OUT.safetensors --resume|--fresh [--map-batches|--sharded|--async]
 #include <torch/torch.h>
 #include <trainkit/callbacks.hpp>
 #include <trainkit/data.hpp>
@@ -89,10 +89,12 @@ int main(int argc, char** argv) {
                       {.batch_size = 16, .workers = 2, .seed = 3});
   seed_everything(4);
   const bool sharded = argc > 4 && std::strcmp(argv[4], "--sharded") == 0;
+  const bool asynchronous = argc > 4 && std::strcmp(argv[4], "--async") == 0;
   Trainer<optim::AdamW, sched::OneCycle, precision::Fp32, accumulate::Every<4>> trainer(
       Net(), {.sched = {.max_lr = 1e-2},
               .checkpoint = {.form = sharded ? CheckpointOptions::Form::Sharded
-                                             : CheckpointOptions::Form::Auto}});
+                                             : CheckpointOptions::Form::Auto,
+                             .asynchronous = asynchronous}});
   // Announce first: "step N" is printed right before step N's checkpoint is written.
   trainer.fit(task::Classification{}, loader, options, Announce{},
               callbacks::ModelCheckpoint(saving));

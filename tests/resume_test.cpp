@@ -10,6 +10,7 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "compat/setup.hpp"
 #include "support.hpp"
@@ -32,7 +33,7 @@ const data::TensorDataset& dataset() {
 }
 
 std::unique_ptr<ResumableTrainer> make_trainer(
-    CheckpointOptions::Form form = CheckpointOptions::Form::Auto) {
+    CheckpointOptions::Form form = CheckpointOptions::Form::Auto, bool asynchronous = false) {
   torch::manual_seed(11);
   return std::make_unique<ResumableTrainer>(
       Net(),
@@ -40,7 +41,7 @@ std::unique_ptr<ResumableTrainer> make_trainer(
                                 .sched = {.max_lr = 2e-2},
                                 .precision = {.autocast = false, .scaler = {.growth_interval = 4}},
                                 .clip = {.max_norm = 0.5},
-                                .checkpoint = {.form = form}});
+                                .checkpoint = {.form = form, .asynchronous = asynchronous}});
 }
 
 auto make_loader() {
@@ -247,6 +248,62 @@ TEST_CASE("ModelCheckpoint keeps the last K, links last.ckpt, keeps the best, an
   CHECK(r.steps == 15);
   CHECK_THROWS_WITH_AS(callbacks::ModelCheckpoint({.save_every = -1}),
                        doctest::Contains("`model_checkpoint.save_every` = -1 is invalid"), Error);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("asynchronous saves resume as synchronous ones do; a failed write is an Error") {
+  const auto dir = tk_test::temp_dir("trainkit_async_save");
+  using Form = CheckpointOptions::Form;
+  SUBCASE("ModelCheckpoint's files, last.ckpt and pruning, and the run resumed from them") {
+    for (const bool asynchronous : {false, true}) {
+      auto trainer = make_trainer(Form::File, asynchronous);
+      auto loader = make_loader();
+      const auto run = dir / (asynchronous ? "async" : "sync");
+      callbacks::ModelCheckpoint saver({.dir = run, .save_every = 2, .keep_last = 2});
+      trainer->fit(task::Classification{}, *loader, {.epochs = 2}, std::ref(saver));
+      // fit returned: the last write is in place, linked, and the oldest pruned
+      CHECK(saver.checkpoints().size() == 2);
+      CHECK(std::filesystem::read_symlink(run / "last.ckpt") == "step-000000010.ckpt");
+    }
+    auto from_sync = make_trainer(), from_async = make_trainer();
+    auto l1 = make_loader(), l2 = make_loader();
+    CHECK(from_sync->fit(task::Classification{}, *l1, {.epochs = 3, .resume_from = dir / "sync"})
+              .steps == 15);
+    from_async->fit(task::Classification{}, *l2, {.epochs = 3, .resume_from = dir / "async"});
+    expect_bitwise_equal(from_sync->model(), from_async->model());
+  }
+  // A file where the folder should be: that save's write fails.
+  std::ofstream(dir / "not_a_folder") << "x";
+  const auto unwritable = dir / "not_a_folder" / "a.ckpt";
+  struct SaveAt {
+    std::map<int64_t, std::filesystem::path> files;
+    void on_step_end(TrainState& s) {
+      if (files.count(s.step)) s.save_checkpoint(files.at(s.step));
+    }
+  };
+  const auto fit_error = [&](SaveAt saves, Form form = Form::File) {
+    auto trainer = make_trainer(form, /*asynchronous=*/true);
+    auto loader = make_loader();
+    return tk_test::error_of(
+        [&] { trainer->fit(task::Classification{}, *loader, {.epochs = 1}, std::move(saves)); });
+  };
+  const auto failed = "the asynchronous save of checkpoint " + unwritable.string() + " failed";
+  SUBCASE("a failed write is the next save's Error, before that one writes") {
+    const auto error = fit_error({{{1, unwritable}, {3, dir / "b.ckpt"}}});
+    CHECK_MESSAGE(error.find(failed) != std::string::npos, error);
+    CHECK_FALSE(std::filesystem::exists(dir / "b.ckpt"));
+  }
+  SUBCASE("the last save's failed write is fit's Error at its end") {
+    const auto error = fit_error({{{1, dir / "a.ckpt"}, {5, unwritable}}});
+    CHECK_MESSAGE(error.find(failed) != std::string::npos, error);
+    CHECK(std::filesystem::exists(dir / "a.ckpt"));
+  }
+  SUBCASE("not for sharded checkpoints yet") {
+    const auto error = fit_error({{{1, dir / "a.ckpt"}}}, Form::Sharded);
+    CHECK_MESSAGE(error.find("checkpoint.asynchronous = true: asynchronous saves write one-file") !=
+                      std::string::npos,
+                  error);
+  }
   std::filesystem::remove_all(dir);
 }
 

@@ -139,12 +139,14 @@ class TrainState {
 
   /// Writes the whole training state to `path` (atomically), from a hook.
   /// Resuming from it continues exactly where this point of the run is.
-  void save_checkpoint(const std::filesystem::path& path) const {
+  /// `then` runs on the main process once the checkpoint is in place: on
+  /// the writing thread when checkpoint.asynchronous is set.
+  void save_checkpoint(const std::filesystem::path& path, std::function<void()> then = {}) const {
     if (!checkpoint_writer_) {
       throw Error("trainkit: TrainState::save_checkpoint(\"" + path.string() +
                   "\") needs a state that Trainer::fit made; this one has no trainer");
     }
-    checkpoint_writer_(path);
+    checkpoint_writer_(path, std::move(then));
   }
 
  private:
@@ -170,7 +172,7 @@ class TrainState {
   }
   bool main_process_ = true;
   bool parameters_sharded_ = false;
-  std::function<void(const std::filesystem::path&)> checkpoint_writer_;
+  std::function<void(const std::filesystem::path&, std::function<void()>)> checkpoint_writer_;
 
   torch::nn::Module* model_;
   bool stop_ = false;

@@ -131,7 +131,8 @@ class Trainer {
     [[maybe_unused]] bool capture = false;
     if constexpr (kGraphs) capture = captured_.template start<Hooks, BatchT>(*this, state);
     epoch_done_ = false;
-    state.checkpoint_writer_ = Checkpoint::writer(*this, state, hooks);
+    detail::BackgroundSave background;  // after hooks: joined before they are destroyed
+    state.checkpoint_writer_ = Checkpoint::writer(*this, state, hooks, background);
     const auto start = Checkpoint::template start<Data>(*this, options, state, hooks);
     state.epoch = start.epoch;  // on_fit_begin sees where a resumed fit goes on
     state.batch = start.by_samples ? 0 : start.batch;
@@ -210,6 +211,7 @@ class Trainer {
         if (options.reached_max_steps(state.step)) state.request_stop("max_steps reached");
       }
       hooks.template dispatch<OnFitEnd>(state);
+      Checkpoint::finish(*this, background);
     } catch (...) {
       state.exception = std::current_exception();
       hooks.template dispatch<OnException>(state);

@@ -23,6 +23,11 @@ struct CheckpointOptions {
     Sharded,  ///< a folder: each rank writes what it holds, none gathers
   };
   Form form = Form::Auto;
+  /// Write one-file checkpoints on a background thread: a save stalls the
+  /// step only while the state is copied to host memory (pinned from CUDA);
+  /// a second save waits for the first, and a failed write is an Error at
+  /// the next save or at fit's end. Not yet for the sharded form.
+  bool asynchronous = false;
 };
 
 /// Options of every policy, as one aggregate for designated initialisers:

@@ -68,13 +68,15 @@ class ModelCheckpoint {
   }
 
  private:
-  // Every rank calls save_checkpoint (a collective under DDP); rank 0 writes.
+  // Every rank calls save_checkpoint (a collective under DDP); rank 0
+  // writes, then links last.ckpt and prunes once the file is in place
+  // (later, on the writing thread, when saves are asynchronous).
   void save(TrainState& state) {
     const auto name = io::checkpoint_folder::step_file_name(state.step);
-    state.save_checkpoint(options_.dir / name);  // atomic: in place complete, or not at all
-    if (!state.is_main_process()) return;
-    io::checkpoint_folder::link_last(options_.dir, name);
-    prune(options_.dir / name);
+    state.save_checkpoint(options_.dir / name, [this, name] {  // atomic: complete, or not at all
+      io::checkpoint_folder::link_last(options_.dir, name);
+      prune(options_.dir / name);
+    });
   }
 
   void prune(const std::filesystem::path& newest) const {

@@ -15,6 +15,7 @@
 #include "trainkit/parallel/single.hpp"
 #include "trainkit/policy_roles.hpp"
 #include "trainkit/state.hpp"
+#include "trainkit/trainer/detail/background_save.hpp"
 #include "trainkit/trainer/detail/checkpoint_parts.hpp"
 #include "trainkit/trainer/detail/sharded_state.hpp"
 #include "trainkit/trainer/detail/state_layout.hpp"
@@ -61,26 +62,74 @@ struct TrainerCheckpoint {
 
   /// The writer behind TrainState::save_checkpoint: every rank calls it at
   /// the same point. One file: rank 0 writes once all are there (sharded
-  /// state gathered). Sharded: each rank writes what it holds.
+  /// state gathered), on `background`'s thread when asynchronous. Sharded:
+  /// each rank writes what it holds.
   template <class Hooks>
-  static std::function<void(const std::filesystem::path&)> writer(T& t, TrainState& state,
-                                                                  Hooks& hooks) {
-    return [&t, &state, &hooks](const std::filesystem::path& path) {
+  static std::function<void(const std::filesystem::path&, std::function<void()>)> writer(
+      T& t, TrainState& state, Hooks& hooks, BackgroundSave& background) {
+    using Form = CheckpointOptions::Form;
+    const auto form = t.checkpoint_options_.form;
+    const bool sharded =
+        form == Form::Sharded ||
+        (form == Form::Auto &&
+         parallel::sharded_checkpoints_by_default<std::remove_cvref_t<decltype(t.parallel_)>>());
+    if (sharded && t.checkpoint_options_.asynchronous) {
+      throw Error(
+          "trainkit: checkpoint.asynchronous = true: asynchronous saves write one-file "
+          "checkpoints only, and this run's are sharded (checkpoint.form = Sharded, or Auto "
+          "under ZeRO-2 and full sharding); set checkpoint.form = File, or asynchronous = false");
+    }
+    return [&t, &state, &hooks, &background, sharded](const std::filesystem::path& path,
+                                                      std::function<void()> then) {
       const auto codec = io::checkpoint_codec("TrainState::save_checkpoint", path.string());
-      using Form = CheckpointOptions::Form;
-      const auto form = t.checkpoint_options_.form;
-      if (form == Form::Sharded ||
-          (form == Form::Auto && parallel::sharded_checkpoints_by_default<
-                                     std::remove_cvref_t<decltype(t.parallel_)>>())) {
+      const bool main = t.parallel_.is_main();
+      if (sharded) {
         auto others = parts(t, state, hooks, /*whole_model=*/false);
         ShardedState::save(t.parallel_, state_view(t), others, codec, path);
+        if (main && then) then();
         return;
       }
       [[maybe_unused]] auto whole = parallel::gathered_parameters(t.parallel_);
-      t.coordinator().write_once(
-          "checkpoint " + path.string(), [&] { return parts(t, state, hooks).save(false); },
-          [&](const io::Checkpoint& ckpt) { codec.write(path, ckpt); });
+      if (!t.checkpoint_options_.asynchronous) {
+        t.coordinator().write_once(
+            "checkpoint " + path.string(), [&] { return parts(t, state, hooks).save(false); },
+            [&](const io::Checkpoint& ckpt) {
+              codec.write(path, ckpt);
+              if (then) then();
+            });
+        return;
+      }
+      finish(t, background);  // the save before this one, on every rank
+      const auto what = "checkpoint " + path.string();
+      t.parallel_.barrier(what);
+      auto ckpt = parts(t, state, hooks).save(false);  // a collective: every rank
+      if (!main) return;
+      for (auto& [name, part] : ckpt.parts) {
+        for (auto& [key, tensor] : part.tensors) {
+          tensor = tensor.detach().to(
+              at::TensorOptions().device(at::kCPU).pinned_memory(tensor.is_cuda()),
+              /*non_blocking=*/false, /*copy=*/true);
+        }
+      }
+      background.start(what, [codec, path, ckpt = std::move(ckpt), then = std::move(then)] {
+        codec.write(path, ckpt);
+        if (then) then();
+      });
     };
+  }
+
+  /// Waits for the asynchronous save in flight; a failed one is an Error on
+  /// every rank. Every rank calls it at the same point (a collective).
+  static void finish(T& t, BackgroundSave& background) {
+    if (!t.checkpoint_options_.asynchronous) return;
+    const auto error = background.wait();
+    const auto failed = t.parallel_.max(error.empty() ? 0 : t.parallel_.rank() + 1,
+                                        "agree that the last checkpoint was written");
+    if (!error.empty()) throw Error(error);
+    if (failed > 0) {
+      throw Error("trainkit: the asynchronous save of rank " + std::to_string(failed - 1) +
+                  "'s checkpoint failed (its error is in that rank's log)");
+    }
   }
 
   /// At fit's start (after the writer is set): the signal's checkpoint
