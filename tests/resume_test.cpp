@@ -251,7 +251,7 @@ TEST_CASE("ModelCheckpoint keeps the last K, links last.ckpt, keeps the best, an
   std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("asynchronous saves resume as synchronous ones do; a failed write is an Error") {
+TEST_CASE("asynchronous saves resume as synchronous ones do, and a failed write is an Error") {
   const auto dir = tk_test::temp_dir("trainkit_async_save");
   using Form = CheckpointOptions::Form;
   SUBCASE("ModelCheckpoint's files, last.ckpt and pruning, and the run resumed from them") {
