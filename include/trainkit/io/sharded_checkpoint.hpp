@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include <c10/util/safe_numerics.h>
 #include <nlohmann/json.hpp>
 
 #include "trainkit/io/atomic_file.hpp"
@@ -196,12 +197,11 @@ class Reader final : public ShardedTensors {
       info_[name] = {t.dtype, t.shape};
       // Each chunk is a torch.save archive of its box, so the whole tensor
       // (allocated before its chunks are read) is no larger than they are.
-      int64_t numel = 1;
-      bool overflows = false;
       for (const auto s : t.shape) {
         if (s < 0) throw Error(where + "\"" + name + "\" has a negative size");
-        overflows = overflows || __builtin_mul_overflow(numel, s, &numel);
       }
+      uint64_t numel = 0;
+      const bool overflows = c10::safe_multiplies_u64(t.shape, &numel);
       uint64_t stored_bytes = 0;
       for (const auto& chunk : t.chunks) {
         if (chunk.box.offsets.size() != t.shape.size() || chunk.box.sizes.size() != t.shape.size())
@@ -215,7 +215,7 @@ class Reader final : public ShardedTensors {
           throw Error(where + "a box of \"" + name + "\" names file \"" + chunk.file + "\"");
         stored_bytes += std::min(chunk.length, ~uint64_t(0) - stored_bytes);
       }
-      if (overflows || uint64_t(numel) > stored_bytes / c10::elementSize(t.dtype)) {
+      if (overflows || numel > stored_bytes / c10::elementSize(t.dtype)) {
         throw Error(where + "\"" + name + "\" of shape " + c10::str(c10::IntArrayRef(t.shape)) +
                     " is larger than the " + std::to_string(stored_bytes) +
                     " bytes its chunks hold");

@@ -86,13 +86,15 @@ class Coordinator {
   }
 
   /// Every rank calls this at the same point: `gather` runs on all (it may
-  /// be a collective), `write` on the main process once all are there.
+  /// be a collective), `write` on the main process once all are there; then
+  /// all wait for it, unless `write` hands the work to another thread.
   template <class Gather, class Write>
-  void write_once(const std::string& what, Gather&& gather, Write&& write) {
+  void write_once(const std::string& what, Gather&& gather, Write&& write,
+                  bool wait_for_write = true) {
     parallel_.barrier(what);
     auto gathered = gather();
     if (parallel_.is_main()) write(gathered);
-    parallel_.barrier(what + " written");
+    if (wait_for_write) parallel_.barrier(what + " written");
   }
 
  private:

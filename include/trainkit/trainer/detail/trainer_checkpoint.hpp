@@ -82,39 +82,34 @@ struct TrainerCheckpoint {
     return [&t, &state, &hooks, &background, sharded](const std::filesystem::path& path,
                                                       std::function<void()> then) {
       const auto codec = io::checkpoint_codec("TrainState::save_checkpoint", path.string());
-      const bool main = t.parallel_.is_main();
       if (sharded) {
         auto others = parts(t, state, hooks, /*whole_model=*/false);
         ShardedState::save(t.parallel_, state_view(t), others, codec, path);
-        if (main && then) then();
+        if (t.parallel_.is_main() && then) then();
         return;
       }
-      [[maybe_unused]] auto whole = parallel::gathered_parameters(t.parallel_);
-      if (!t.checkpoint_options_.asynchronous) {
-        t.coordinator().write_once(
-            "checkpoint " + path.string(), [&] { return parts(t, state, hooks).save(false); },
-            [&](const io::Checkpoint& ckpt) {
-              codec.write(path, ckpt);
-              if (then) then();
-            });
-        return;
-      }
-      finish(t, background);  // the save before this one, on every rank
+      const bool asynchronous = t.checkpoint_options_.asynchronous;
+      if (asynchronous) finish(t, background);  // the save before this one, on every rank
       const auto what = "checkpoint " + path.string();
-      t.parallel_.barrier(what);
-      auto ckpt = parts(t, state, hooks).save(false);  // a collective: every rank
-      if (!main) return;
-      for (auto& [name, part] : ckpt.parts) {
-        for (auto& [key, tensor] : part.tensors) {
-          tensor = tensor.detach().to(
-              at::TensorOptions().device(at::kCPU).pinned_memory(tensor.is_cuda()),
-              /*non_blocking=*/false, /*copy=*/true);
-        }
-      }
-      background.start(what, [codec, path, ckpt = std::move(ckpt), then = std::move(then)] {
+      const auto write = [codec, path, then = std::move(then)](const io::Checkpoint& ckpt) {
         codec.write(path, ckpt);
         if (then) then();
-      });
+      };
+      [[maybe_unused]] auto whole = parallel::gathered_parameters(t.parallel_);
+      t.coordinator().write_once(
+          what, [&] { return parts(t, state, hooks).save(false); },
+          [&](io::Checkpoint& ckpt) {
+            if (!asynchronous) return write(ckpt);
+            for (auto& [name, part] : ckpt.parts) {  // off the parameters the next step changes
+              for (auto& [key, tensor] : part.tensors) {
+                tensor = tensor.detach().to(
+                    at::TensorOptions().device(at::kCPU).pinned_memory(tensor.is_cuda()),
+                    /*non_blocking=*/false, /*copy=*/true);
+              }
+            }
+            background.start(what, [write, ckpt = std::move(ckpt)] { write(ckpt); });
+          },
+          /*wait_for_write=*/!asynchronous);
     };
   }
 
