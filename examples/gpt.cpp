@@ -4,15 +4,17 @@
 // micro-batches per step, gradient clipping at 1.0, bf16 autocast where the
 // CPU has bf16 instructions (fp16 or bf16 on CUDA), and on a GPU the whole
 // step captured as a CUDA graph. Sentences vary in length: each batch is
-// padded (PadSequences) and the model takes the padding mask. With --fsdp,
-// started on several ranks by a launcher (torchrun, scripts/launch.sh,
-// srun), each block is a unit of full sharding (parallel::FullShard).
+// padded (PadSequences) and the model takes the padding mask. Started on
+// several ranks by a launcher (torchrun, scripts/launch.sh, srun), --ddp
+// keeps the whole model on each rank (parallel::DDP) and --fsdp makes each
+// block a unit of full sharding (parallel::FullShard).
 //   python3 -m torch.distributed.run --nproc_per_node 2 --no_python build/examples/gpt --fsdp
 #include <torch/torch.h>
 #include <CLI/CLI.hpp>
 #include <trainkit/callbacks.hpp>
 #include <trainkit/capture.hpp>
 #include <trainkit/data.hpp>
+#include <trainkit/parallel/ddp.hpp>
 #include <trainkit/parallel/full_shard.hpp>
 #include <trainkit/trainkit.hpp>
 
@@ -47,7 +49,7 @@ int main(int argc, char** argv) {
   int64_t epochs = 4, sentences = 4000, batch_size = 32, workers = 1, max_steps = -1;
   int64_t layers = 4, heads = 4, embd = 128;
   int threads = 0;
-  bool fsdp = false;
+  bool fsdp = false, ddp = false;
   double lr = 1e-3, max_val_loss = 0.75;
   std::string precision_name = "auto", runs_dir = "runs/gpt";
   app.add_option("--epochs", epochs, "passes over the training sentences")
@@ -72,6 +74,10 @@ int main(int argc, char** argv) {
   app.add_flag("--fsdp", fsdp,
                "fully shard the blocks over the ranks a launcher started (RANK, WORLD_SIZE, "
                "MASTER_ADDR, MASTER_PORT); steps stay eager");
+  app.add_flag("--ddp", ddp,
+               "one rank of a data-parallel run (parallel::DDP) that a launcher started; steps "
+               "stay eager")
+      ->excludes("--fsdp");
   app.add_option("--max-val-loss", max_val_loss,
                  "the validation loss (nats per character) the run must reach to report ok");
   CLI11_PARSE(app, argc, argv);
@@ -132,7 +138,7 @@ int main(int argc, char** argv) {
         std::printf("gpt: %lld sentences (\"%s\"), %lld parameters, %s, %s, %d rank(s)%s\n",
                     (long long)train.size(), train.text(0).c_str(), (long long)parameters,
                     device.str().c_str(), precision_name.c_str(), trainer.parallel().world_size(),
-                    fsdp ? ", fully sharded" : "");
+                    fsdp ? ", fully sharded" : (ddp ? ", data parallel" : ""));
         std::fflush(stdout);  // before the progress bar writes to stderr
       }
       const auto result = trainer.fit(
@@ -147,14 +153,16 @@ int main(int argc, char** argv) {
     };
     constexpr auto* single = static_cast<parallel::Single*>(nullptr);
     constexpr auto* eager = static_cast<capture::None*>(nullptr);
-    // Capture on a GPU; on a CPU, or fully sharded, the steps are eager.
+    // Capture on a GPU; on a CPU, or over several ranks, the steps are eager.
     auto pick = [&](auto* precision) {
       if (fsdp) return run(precision, eager, static_cast<parallel::FullShard*>(nullptr));
+      if (ddp) return run(precision, eager, static_cast<parallel::DDP*>(nullptr));
       return cuda ? run(precision, static_cast<capture::CudaGraph*>(nullptr), single)
                   : run(precision, eager, single);
     };
-    if (precision_name == "fp16" && fsdp) {
-      std::fprintf(stderr, "gpt: --fsdp trains in bf16 or fp32 (--precision fp16 is captured)\n");
+    if (precision_name == "fp16" && (fsdp || ddp)) {
+      std::fprintf(stderr, "gpt: --%s trains in bf16 or fp32 (--precision fp16 is captured)\n",
+                   fsdp ? "fsdp" : "ddp");
       return 2;
     }
     const auto [result, samples] =

@@ -6,7 +6,12 @@
 #   scripts/launch.sh -n 2 [--port P] [--grace S] -- ./build/demo/examples/demo --ddp
 #
 # each with the environment torchrun gives (RANK, WORLD_SIZE, LOCAL_RANK,
-# LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT). When one process fails, the
+# LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT). On several hosts, the same
+# command on each with its node's rank and node 0's address and a port:
+#
+#   scripts/launch.sh -n 2 --nnodes 2 --node-rank 0 --master-addr node0 --port 29500 -- ...
+#
+# (ranks node_rank * n ... node_rank * n + n - 1). When one process fails, the
 # others get `--grace` seconds (default 10) to report their own error (a
 # collective that lost its peer fails within the trainer's timeout), then are
 # terminated.
@@ -22,20 +27,34 @@
 # Either way: exits with the first failure's status, or 0.
 set -uo pipefail
 
-nproc=1 port="" grace=10 independent=""
+nproc=1 port="" grace=10 independent="" nnodes=1 node_rank=0 master_addr=127.0.0.1
 while [ $# -gt 0 ]; do
   case "$1" in
     -n|--nproc) nproc="$2"; shift 2 ;;
     --port) port="$2"; shift 2 ;;
+    --nnodes) nnodes="$2"; shift 2 ;;
+    --node-rank) node_rank="$2"; shift 2 ;;
+    --master-addr) master_addr="$2"; shift 2 ;;
     --grace) grace="$2"; shift 2 ;;
     --independent) independent=1; shift ;;
     --) shift; break ;;
-    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
     *) break ;;
   esac
 done
 if [ $# -eq 0 ] || ! [[ "$nproc" =~ ^[1-9][0-9]*$ ]]; then
-  echo "usage: $0 [--independent] -n N [--port P] [--grace S] -- command [args...]" >&2
+  echo "usage: $0 [--independent] -n N [--port P] [--grace S]" \
+       "[--nnodes M --node-rank R --master-addr HOST --port P] -- command [args...]" >&2
+  exit 2
+fi
+if ! [[ "$nnodes" =~ ^[1-9][0-9]*$ ]] || ! [[ "$node_rank" =~ ^[0-9]+$ ]] ||
+   ((node_rank >= nnodes)); then
+  echo "launch.sh: --node-rank $node_rank of --nnodes $nnodes: accepted, 0 <= node rank < nodes" >&2
+  exit 2
+fi
+if ((nnodes > 1)) && { [ -z "$port" ] || [ "$master_addr" = 127.0.0.1 ] || [ -n "$independent" ]; }; then
+  echo "launch.sh: --nnodes $nnodes needs --master-addr (node 0's address) and --port," \
+       "the same on every node (and is for ranks of one job, not --independent)" >&2
   exit 2
 fi
 
@@ -70,8 +89,8 @@ for ((rank = 0; rank < nproc; rank++)); do
       -u SLURM_PROCID -u SLURM_NTASKS -u SLURM_LOCALID \
       LOCAL_RANK=$rank LOCAL_WORLD_SIZE=$nproc "$@" &
   else
-    RANK=$rank WORLD_SIZE=$nproc LOCAL_RANK=$rank LOCAL_WORLD_SIZE=$nproc \
-      MASTER_ADDR=127.0.0.1 MASTER_PORT=$port "$@" &
+    RANK=$((node_rank * nproc + rank)) WORLD_SIZE=$((nnodes * nproc)) LOCAL_RANK=$rank \
+      LOCAL_WORLD_SIZE=$nproc MASTER_ADDR=$master_addr MASTER_PORT=$port "$@" &
   fi
   pids+=($!)
 done

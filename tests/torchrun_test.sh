@@ -3,8 +3,9 @@
 #   tests/torchrun_test.sh [--fresh DIR] [torchrun flags] -- PROGRAM ARGS...
 # The flags are spelled as both Debian 12's torchrun (1.13) and Debian 13's
 # (2.6) accept them; --redirects 1 --tee 1 because 1.13 under Python 3.11
-# otherwise fails in its own error handler. Without --standalone the
-# rendezvous is torchrun's agent store, on a free port. --fresh empties DIR
+# otherwise fails in its own error handler. Without --standalone or
+# --rdzv_endpoint the rendezvous is torchrun's agent store, on a free port;
+# a later --nproc_per_node replaces the 2. --fresh empties DIR
 # first (a checkpoint folder that must start empty). Skipped (77) where
 # no python3 has torch.
 set -euo pipefail
@@ -23,7 +24,7 @@ while [ "$1" != "--" ]; do
   shift
 done
 shift
-if [[ " ${flags[*]} " != *" --standalone "* ]]; then
+if [[ " ${flags[*]} " != *" --standalone "* && " ${flags[*]} " != *" --rdzv_endpoint "* ]]; then
   port=$("$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
   flags+=(--master_port "$port")
 fi

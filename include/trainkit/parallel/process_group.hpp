@@ -13,11 +13,15 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -30,6 +34,8 @@
 #if defined(USE_C10D_GLOO) && __has_include(<gloo/algorithm.h>) && \
     __has_include(<torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>)
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+
+#include "trainkit/parallel/detail/gloo_interface.hpp"
 #define TRAINKIT_HAS_GLOO 1
 #else
 #define TRAINKIT_HAS_GLOO 0
@@ -215,6 +221,17 @@ class ProcessGroup {
   }
 
  private:
+  // LibTorch 1.13 derives the backends from ProcessGroup, 2.x from Backend.
+#if TRAINKIT_HAS_GLOO
+  using Base = std::conditional_t<std::is_base_of_v<c10d::Backend, c10d::ProcessGroupGloo>,
+                                  c10d::Backend, c10d::ProcessGroup>;
+#elif TRAINKIT_HAS_NCCL
+  using Base = std::conditional_t<std::is_base_of_v<c10d::Backend, c10d::ProcessGroupNCCL>,
+                                  c10d::Backend, c10d::ProcessGroup>;
+#else
+  using Base = c10d::ProcessGroup;
+#endif
+
   /// Whether this NCCL group's collectives are being recorded into a CUDA graph.
   bool capturing() const {
 #if TRAINKIT_HAS_CUDA
@@ -247,21 +264,9 @@ class ProcessGroup {
   void make_gloo() {
 #if TRAINKIT_HAS_GLOO
     auto options = c10d::ProcessGroupGloo::Options::create(timeout_);
-    const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
-    const auto& addr = env_.master_addr;
-    const bool local = addr == "localhost" || addr.rfind("127.", 0) == 0;
-    options->devices.push_back(
-        ifname != nullptr && *ifname != '\0'
-            ? c10d::ProcessGroupGloo::createDeviceForInterface(ifname)
-            : (local ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
-                     : c10d::ProcessGroupGloo::createDefaultDevice()));
+    options->devices.push_back(gloo_device());
     options->threads = 2;
-    try {
-      pg_ =
-          c10::make_intrusive<c10d::ProcessGroupGloo>(store_, env_.rank, env_.world_size, options);
-    } catch (const std::exception& e) {
-      throw Error(where() + "cannot connect the gloo process group: " + e.what());
-    }
+    pg_ = connect_gloo(options);
 #elif __has_include(<gloo/algorithm.h>) && \
     __has_include(<torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>)
     trainkit::detail::throw_option_error(
@@ -274,6 +279,79 @@ class ProcessGroup {
 #endif
   }
 
+#if TRAINKIT_HAS_GLOO
+  /// GLOO_SOCKET_IFNAME's interface when it is set, else the one whose route
+  /// reaches MASTER_ADDR (detail/gloo_interface.hpp), named once per host.
+  std::shared_ptr<::gloo::transport::Device> gloo_device() const {
+    if (const auto ifname = trainkit::detail::env_var("GLOO_SOCKET_IFNAME")) {
+      return c10d::ProcessGroupGloo::createDeviceForInterface(*ifname);
+    }
+    const auto chosen = detail::interface_toward(where(), env_.master_addr, env_.master_port);
+    if (!chosen.loopback && env_.local_rank == 0 && name_.empty()) {
+      std::fprintf(stderr, "%sgloo binds to %s (%s), the route to MASTER_ADDR %s\n",
+                   where().c_str(), chosen.name.empty() ? "?" : chosen.name.c_str(),
+                   chosen.address.c_str(), env_.master_addr.c_str());
+    }
+    return c10d::ProcessGroupGloo::createDeviceForHostname(chosen.address);
+  }
+
+  /// Makes the Gloo group on a thread while watching the store: a rank that
+  /// cannot connect says so there, and the others stop with its words at once
+  /// instead of waiting out the timeout for it (the thread, left to that
+  /// timeout, owns what it uses).
+  c10::intrusive_ptr<Base> connect_gloo(
+      const c10::intrusive_ptr<c10d::ProcessGroupGloo::Options>& options) {
+    struct Attempt {
+      std::mutex mutex;
+      std::condition_variable done_cv;
+      bool done = false;
+      c10::intrusive_ptr<Base> group;
+      std::string error;
+    };
+    auto attempt = std::make_shared<Attempt>();
+    std::thread([attempt, store = store_, rank = env_.rank, size = env_.world_size, options] {
+      c10::intrusive_ptr<Base> group;
+      std::string error;
+      try {
+        group = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, options);
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+      const std::lock_guard lock(attempt->mutex);
+      attempt->group = std::move(group);
+      attempt->error = std::move(error);
+      attempt->done = true;
+      attempt->done_cv.notify_all();
+    }).detach();
+    const std::string failed_key = "trainkit/gloo_connect_failed";
+    std::unique_lock lock(attempt->mutex);
+    while (!attempt->done_cv.wait_for(lock, std::chrono::milliseconds(200),
+                                      [&] { return attempt->done; })) {
+      lock.unlock();
+      std::string said;
+      try {
+        if (store_->check({failed_key})) {
+          const auto bytes = store_->get(failed_key);
+          said.assign(bytes.begin(), bytes.end());
+        }
+      } catch (const std::exception& e) {
+        said = "the rendezvous store at " + env_.master_addr + ":" +
+               std::to_string(env_.master_port) +
+               " went away (the rank or agent serving it ended): " + e.what();
+      }
+      if (!said.empty()) throw Error(where() + "cannot connect the gloo process group: " + said);
+      lock.lock();
+    }
+    if (attempt->error.empty()) return attempt->group;
+    const std::string said = "rank " + std::to_string(env_.rank) + " says: " + attempt->error;
+    try {
+      store_->set(failed_key, std::vector<uint8_t>(said.begin(), said.end()));
+    } catch (const std::exception&) {  // the store is gone too: the others time out
+    }
+    throw Error(where() + "cannot connect the gloo process group: " + attempt->error);
+  }
+#endif
+
   void make_nccl() {
 #if TRAINKIT_HAS_NCCL
     auto options = c10d::ProcessGroupNCCL::Options::create();
@@ -284,17 +362,6 @@ class ProcessGroup {
                                          "\"gloo\" (this build has no CUDA/NCCL)");
 #endif
   }
-
-  // LibTorch 1.13 derives the backends from ProcessGroup, 2.x from Backend.
-#if TRAINKIT_HAS_GLOO
-  using Base = std::conditional_t<std::is_base_of_v<c10d::Backend, c10d::ProcessGroupGloo>,
-                                  c10d::Backend, c10d::ProcessGroup>;
-#elif TRAINKIT_HAS_NCCL
-  using Base = std::conditional_t<std::is_base_of_v<c10d::Backend, c10d::ProcessGroupNCCL>,
-                                  c10d::Backend, c10d::ProcessGroup>;
-#else
-  using Base = c10d::ProcessGroup;
-#endif
 
   Environment env_;
   std::string backend_;
