@@ -1,16 +1,27 @@
-// One rank of a fully sharded run that tests/hosts/faults_test.sh breaks:
-//   fault_worker CHECKPOINT_DIR TIMEOUT_SECONDS [KILL_BEFORE STEP]
-// A small MLP (two units) trains one slow step after another (40 ms of
-// sleep each, so that a fault lands mid-run) for at most a minute, saving
-// a checkpoint every 4 steps. It prints `rank R: step S` after each step,
-// and, when a collective fails, `rank R: error at T: WHAT` (T: Unix time,
-// for the test's delays) and exits 3. With KILL_BEFORE ("reduce-scatter"
-// or "all-gather") the last rank SIGKILLs itself just before its first
-// collective of that kind at step STEP.
+// One rank of a multi-host run that the tests in tests/hosts/ break:
+//   fault_worker fault DIR TIMEOUT_SECONDS [KILL_BEFORE STEP]
+//   fault_worker shrink DIR OUT [RESUME]
+// Both train a small MLP (two units) fully sharded, one step after another
+// with 40 ms of sleep (so that a fault lands mid-run), printing `rank R:
+// step S` after each step.
+//
+// fault (tests/hosts/faults_test.sh): up to three epochs, a checkpoint every
+// 4 steps in DIR. When a collective fails it prints `rank R: error at T:
+// WHAT` (T: Unix time, for the test's delays) and exits 3. With KILL_BEFORE
+// ("reduce-scatter" or "all-gather") the last rank SIGKILLs itself just
+// before its first collective of that kind at step STEP.
+//
+// shrink (tests/hosts/shrink_test.sh): two epochs of 512 samples, a
+// sharded checkpoint every 4 steps in DIR (all kept), resumed from DIR when
+// it holds one or from the checkpoint RESUME. It prints `rank R: attempt A
+// starts at step S` (A: torchrun's restarts), appends each step's sample
+// indices to OUT/seen.A.R as `STEP EPOCH: i i ...`, and rank 0 writes the
+// final parameters to OUT/final.pt.
 #include <torch/torch.h>
 
 #include <trainkit/callbacks/model_checkpoint.hpp>
 #include <trainkit/data.hpp>
+#include <trainkit/io/torch_save.hpp>
 #include <trainkit/parallel/full_shard.hpp>
 #include <trainkit/trainkit.hpp>
 
@@ -19,6 +30,8 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <memory>
 #include <string>
 #include <thread>
 
@@ -52,17 +65,12 @@ struct SlowSteps {
   }
 };
 
-}  // namespace
+using Trainer = tk::Trainer<tk::optim::AdamW, tk::sched::Constant, tk::precision::Fp32,
+                            tk::accumulate::None, tk::clip::None, tk::parallel::FullShard>;
 
-int main(int argc, char** argv) {
-  if (argc != 3 && argc != 5) {
-    std::fprintf(stderr, "usage: fault_worker DIR TIMEOUT_SECONDS [KILL_BEFORE STEP]\n");
-    return 2;
-  }
-  const std::string dir = argv[1];
-  const auto timeout = std::chrono::milliseconds(std::lround(std::stod(argv[2]) * 1000));
-  const std::string kill_before = argc == 5 ? argv[3] : "";
-  const int64_t kill_step = argc == 5 ? std::stoll(argv[4]) : -1;
+int fault(const std::string& dir, double timeout_seconds, const std::string& kill_before,
+          int64_t kill_step) {
+  const auto timeout = std::chrono::milliseconds(std::lround(timeout_seconds * 1000));
   const int rank = worker::rank_env();
   const bool victim = rank == worker::world_env() - 1;
   torch::set_num_threads(1);
@@ -83,9 +91,7 @@ int main(int argc, char** argv) {
       std::raise(SIGKILL);
     }
   };
-  tk::Trainer<tk::optim::AdamW, tk::sched::Constant, tk::precision::Fp32, tk::accumulate::None,
-              tk::clip::None, tk::parallel::FullShard>
-      trainer(model, {.optim = {.lr = 1e-3}, .parallel = {.group = group}});
+  Trainer trainer(model, {.optim = {.lr = 1e-3}, .parallel = {.group = group}});
   try {
     trainer.fit(tk::task::Regression{}, data, {.epochs = 3},
                 tk::callbacks::ModelCheckpoint({.dir = dir, .save_every = 4, .keep_last = 2}),
@@ -97,4 +103,93 @@ int main(int argc, char** argv) {
   }
   std::printf("rank %d: finished\n", rank);
   return 0;
+}
+
+/// Regression that appends each training batch's sample indices (input
+/// column 0 holds index / 512, exact in floats) to a file.
+struct RecordedRegression {
+  std::FILE* seen;
+  tk::StepOutput step(tk::ModelRef& model, const tk::data::Batch& b) const {
+    if (at::GradMode::is_enabled()) {
+      const auto indices = (b.input.select(1, 0) * 512).round().to(at::kLong);
+      for (int64_t i = 0; i < indices.size(0); ++i)
+        std::fprintf(seen, " %lld", static_cast<long long>(indices[i].item<int64_t>()));
+    }
+    return tk::task::Regression{}.step(model, b);
+  }
+};
+
+struct EndOfStep {
+  std::FILE* seen;
+  void on_fit_begin(tk::TrainState& state) const {
+    std::printf(
+        "rank %d: attempt %s starts at step %lld\n", worker::rank_env(),
+        std::getenv("TORCHELASTIC_RESTART_COUNT") ? std::getenv("TORCHELASTIC_RESTART_COUNT") : "0",
+        static_cast<long long>(state.step));
+    std::fflush(stdout);
+  }
+  void on_step_end(tk::TrainState& state) const {
+    std::fprintf(seen, " | %lld %lld\n", static_cast<long long>(state.step),
+                 static_cast<long long>(state.epoch));
+    std::fflush(seen);
+  }
+};
+
+int shrink(const std::filesystem::path& dir, const std::filesystem::path& out,
+           const std::filesystem::path& resume) {
+  const int rank = worker::rank_env();
+  const char* attempt = std::getenv("TORCHELASTIC_RESTART_COUNT");
+  torch::set_num_threads(1);
+  torch::manual_seed(0);
+  auto model = std::make_shared<Mlp>();
+  auto x = torch::randn({512, 16});
+  x.select(1, 0).copy_(torch::arange(512, at::kFloat) / 512);
+  const auto y = x.sum(1, true).sin();
+  tk::data::Loader data(tk::data::TensorDataset({x, y}),
+                        tk::data::DistributedSampler({.size = x.size(0), .seed = 1}),
+                        {.batch_size = 8});
+  Trainer trainer(model, {.optim = {.lr = 1e-3}, .parallel = {.group = worker::ddp_options(0)}});
+  std::filesystem::create_directories(out);
+  const auto seen_path =
+      out / ("seen." + std::string(attempt ? attempt : "0") + "." + std::to_string(rank));
+  std::unique_ptr<std::FILE, decltype(&std::fclose)> seen(std::fopen(seen_path.c_str(), "w"),
+                                                          &std::fclose);
+  worker::check(seen != nullptr, "cannot write " + seen_path.string());
+  int64_t step = 1;
+  trainer.fit(RecordedRegression{seen.get()}, data,
+              {.epochs = 2,
+               .resume_from = resume.empty() ? dir : resume,
+               .resume_if_present = resume.empty()},
+              tk::callbacks::ModelCheckpoint({.dir = dir, .save_every = 4, .keep_last = 0}),
+              EndOfStep{seen.get()}, SlowSteps{rank, &step});
+  [[maybe_unused]] auto whole = tk::parallel::gathered_parameters(trainer.parallel());
+  if (rank == 0) {
+    tk::io::NamedTensors params;
+    for (const auto& item : model->named_parameters())
+      params.emplace_back(item.key(), item.value());
+    tk::io::save_torch_save(out / "final.pt", params);
+  }
+  trainer.parallel().barrier("final parameters written");
+  std::printf("rank %d: finished\n", rank);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "";
+  try {
+    if (mode == "fault" && (argc == 4 || argc == 6))
+      return fault(argv[2], std::stod(argv[3]), argc == 6 ? argv[4] : "",
+                   argc == 6 ? std::stoll(argv[5]) : -1);
+    if (mode == "shrink" && (argc == 4 || argc == 5))
+      return shrink(argv[2], argv[3], argc == 5 ? argv[4] : "");
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "rank %s: %s\n", std::getenv("RANK"), e.what());
+    return 1;
+  }
+  std::fprintf(stderr,
+               "usage: fault_worker fault DIR TIMEOUT_SECONDS [KILL_BEFORE STEP]\n"
+               "       fault_worker shrink DIR OUT [RESUME]\n");
+  return 2;
 }

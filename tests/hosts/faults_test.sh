@@ -30,7 +30,7 @@ start() {
   for node in 0 1; do
     OMP_NUM_THREADS=1 bash "$TK_ON" on "${hosts[node]}" bash "$here/../../scripts/launch.sh" \
       -n 2 --nnodes 2 --node-rank "$node" --master-addr "${hosts[0]}" --port 29500 --grace 30 \
-      -- "$worker" "$out/$name.ckpt" "$timeout_s" "$@" > "$out/$name.host$node.log" 2>&1 &
+      -- "$worker" fault "$out/$name.ckpt" "$timeout_s" "$@" > "$out/$name.host$node.log" 2>&1 &
     pids+=($!)
   done
 }

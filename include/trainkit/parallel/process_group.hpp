@@ -324,6 +324,7 @@ class ProcessGroup {
       attempt->done_cv.notify_all();
     }).detach();
     const std::string failed_key = "trainkit/gloo_connect_failed";
+    const std::string read_key = "trainkit/gloo_connect_failed_read";
     std::unique_lock lock(attempt->mutex);
     while (!attempt->done_cv.wait_for(lock, std::chrono::milliseconds(200),
                                       [&] { return attempt->done; })) {
@@ -333,6 +334,7 @@ class ProcessGroup {
         if (store_->check({failed_key})) {
           const auto bytes = store_->get(failed_key);
           said.assign(bytes.begin(), bytes.end());
+          store_->add(read_key, 1);  // the failed rank may serve the store: it waits for this
         }
       } catch (const std::exception& e) {
         said = "the rendezvous store at " + env_.master_addr + ":" +
@@ -346,6 +348,13 @@ class ProcessGroup {
     const std::string said = "rank " + std::to_string(env_.rank) + " says: " + attempt->error;
     try {
       store_->set(failed_key, std::vector<uint8_t>(said.begin(), said.end()));
+      // Stay until the others have read it (the store may end with this
+      // process), or 2 s: some may have failed too, or be gone.
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+      while (store_->add(read_key, 0) < env_.world_size - 1 &&
+             std::chrono::steady_clock::now() < until) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
     } catch (const std::exception&) {  // the store is gone too: the others time out
     }
     throw Error(where() + "cannot connect the gloo process group: " + attempt->error);

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Going on with fewer hosts: torchrun on two hosts of two ranks each with
+# `--nnodes 1:2 --max_restarts 1`, a fully sharded run (tests/hosts/fault_worker.cpp
+# shrink); host 1 dies whole mid-epoch; host 0's agent restarts its two ranks
+# alone, which resume from the newest checkpoint (saved by four ranks,
+# resharded to two) and finish. Run by tests/hosts/hosts.sh:
+#   shrink_test.sh WORKER OUT
+# The final parameters must equal, to the byte, those of two ranks resuming
+# from the same checkpoint on purpose, and the interrupted epoch must train
+# each sample once: the four ranks' steps up to the checkpoint, then the
+# two ranks' rest of it.
+set -euo pipefail
+worker=$1
+out=$2
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+read -ra hosts <<< "$TK_HOSTS"
+rm -rf "$out" && mkdir -p "$out"
+fail() { echo "shrink_test: $*" >&2; tail -n 15 "$out"/*.log >&2; exit 1; }
+
+pids=()
+for node in 0 1; do
+  rc=0
+  bash "$TK_ON" on "${hosts[node]}" bash "$here/../torchrun_test.sh" --nnodes 1:2 \
+    --max_restarts 1 --monitor_interval 1 --rdzv_backend c10d \
+    --rdzv_endpoint "${hosts[0]}:29400" --rdzv_id shrink --rdzv_conf last_call_timeout=1 \
+    -- "$worker" shrink "$out/ckpt" "$out/elastic" > "$out/host$node.log" 2>&1 &
+  pids+=($!)
+done
+for _ in $(seq 600); do
+  grep -q "rank 0: step 10$" "$out/host0.log" 2> /dev/null && break
+  if grep -q "trainkit-skip:" "$out/host0.log" 2> /dev/null; then cat "$out/host0.log"; exit 77; fi
+  sleep 0.1
+done
+grep -q "rank 0: step 10$" "$out/host0.log" || fail "rank 0 did not reach step 10 within 60 s"
+ip netns pids "${hosts[1]}" | xargs -r kill -9
+wait "${pids[1]}" 2> /dev/null || true
+wait "${pids[0]}" || fail "host 0's torchrun did not finish the run alone"
+
+resumed=$(grep -ho "rank 0: attempt 1 starts at step [0-9]*" "$out/host0.log") ||
+  fail "host 0's ranks were not restarted"
+step=${resumed##* }
+echo "shrink_test: host 1 killed at step 10 or so; host 0's two ranks resumed at step $step"
+(( step > 0 && step < 16 )) || fail "the restart resumed at step $step, not inside epoch 0 (16 steps)"
+
+# The same path on purpose: two ranks resume from that checkpoint.
+checkpoint=$(printf '%s/ckpt/step-%09d.ckpt' "$out" "$step")
+bash "$TK_ON" on "${hosts[0]}" bash "$here/../torchrun_test.sh" --standalone -- \
+  "$worker" shrink "$out/ckpt_reference" "$out/reference" "$checkpoint" \
+  > "$out/reference.log" 2>&1 || fail "the reference run failed"
+cmp "$out/elastic/final.pt" "$out/reference/final.pt" ||
+  fail "the shrunk run's final parameters differ from the reference's"
+echo "shrink_test: final parameters equal to the byte to two ranks resuming from $(basename "$checkpoint")"
+
+# Epoch 0's samples: attempt 0's steps up to the checkpoint, attempt 1's of epoch 0.
+# A line is ` i i ... | STEP EPOCH`.
+awk -v s="$step" '
+  FNR == 1 { attempt = FILENAME ~ /seen\.1\./ }
+  { if (split($0, half, "|") != 2) next  # a step cut short by the kill
+    split(half[2], se, " ")
+    if (se[2] != 0) next
+    if (!attempt && se[1] > s) next
+    k = split(half[1], idx, " "); for (i = 1; i <= k; ++i) count[idx[i]]++ }
+  END { for (i = 0; i < 512; ++i) if (count[i] != 1) { bad++; if (bad < 5) print "sample", i, "trained", count[i] + 0, "times" }
+        for (i in count) total++
+        exit bad > 0 || total != 512 }' "$out"/elastic/seen.0.* "$out"/elastic/seen.1.* ||
+  fail "the interrupted epoch trained a sample twice or skipped one"
+echo "shrink_test: the interrupted epoch trained each of its 512 samples once (4 ranks to step $step, then 2)"
