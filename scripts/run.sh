@@ -29,7 +29,8 @@ DEMO_PACKAGES=(build-essential cmake ninja-build libtorch-dev libopenblas0-openm
 # python3-optuna, -plotly, -psycopg2: Optuna 3.1 on trainkit's study databases.
 TEST_PACKAGES=(doctest-dev clang-format libxml2-dev libpng-dev chromium pkgconf git
                debootstrap libsqlite3-dev libpq-dev postgresql python3-torch
-               python3-optuna python3-plotly python3-psycopg2 iproute2)
+               python3-optuna python3-plotly python3-psycopg2 iproute2
+               slurmctld slurmd slurm-client munge)
 
 install_missing() {
   local missing=()

@@ -204,9 +204,11 @@ void compare_with_ddp(const char* name, const Run& ddp, int port) {
   check(val <= 1e-6, std::string(name) + ": evaluate() equals DDP's");
   // The norm is summed over 4096-element chunks of each flat buffer, and
   // full sharding has a buffer per unit: other chunks, other rounding (up
-  // to 1e-6 here), hence 2e-6 for the norms.
-  check(loss <= 1e-6 && norm <= 2e-6 && params <= 1e-6,
-        std::string(name) + " equals DDP within 1e-6 step by step (2e-6 for gradient norms)");
+  // to 1e-6 here), hence 2e-6 for the norms, and for the parameters they
+  // clip (1.2e-6 after 20 steps with OpenBLAS under LibTorch 2.6).
+  check(loss <= 1e-6 && norm <= 2e-6 && params <= 2e-6,
+        std::string(name) +
+            " equals DDP within 1e-6 step by step (2e-6 for gradient norms and parameters)");
   check(run.losses.back() < 0.9 * run.losses.front(), std::string(name) + " learned");
 }
 

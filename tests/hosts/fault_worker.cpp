@@ -14,7 +14,7 @@
 // shrink (tests/hosts/shrink_test.sh): two epochs of 512 samples, a
 // sharded checkpoint every 4 steps in DIR (all kept), resumed from DIR when
 // it holds one or from the checkpoint RESUME. It prints `rank R: attempt A
-// starts at step S` (A: torchrun's restarts), appends each step's sample
+// starts at step S` (A: torchrun's restarts or Slurm's requeues), appends each step's sample
 // indices to OUT/seen.A.R as `STEP EPOCH: i i ...`, and rank 0 writes the
 // final parameters to OUT/final.pt.
 #include <torch/torch.h>
@@ -119,13 +119,19 @@ struct RecordedRegression {
   }
 };
 
+/// This run's restarts so far: torchrun's, else Slurm's (a requeued job).
+std::string attempt() {
+  for (const char* name : {"TORCHELASTIC_RESTART_COUNT", "SLURM_RESTART_COUNT"})
+    if (const char* count = std::getenv(name)) return count;
+  return "0";
+}
+
 struct EndOfStep {
   std::FILE* seen;
+  int rank;
   void on_fit_begin(tk::TrainState& state) const {
-    std::printf(
-        "rank %d: attempt %s starts at step %lld\n", worker::rank_env(),
-        std::getenv("TORCHELASTIC_RESTART_COUNT") ? std::getenv("TORCHELASTIC_RESTART_COUNT") : "0",
-        static_cast<long long>(state.step));
+    std::printf("rank %d: attempt %s starts at step %lld\n", rank, attempt().c_str(),
+                static_cast<long long>(state.step));
     std::fflush(stdout);
   }
   void on_step_end(tk::TrainState& state) const {
@@ -137,8 +143,7 @@ struct EndOfStep {
 
 int shrink(const std::filesystem::path& dir, const std::filesystem::path& out,
            const std::filesystem::path& resume) {
-  const int rank = worker::rank_env();
-  const char* attempt = std::getenv("TORCHELASTIC_RESTART_COUNT");
+  const int rank = tk::parallel::Environment::detect().rank;  // RANK, or Slurm's
   torch::set_num_threads(1);
   torch::manual_seed(0);
   auto model = std::make_shared<Mlp>();
@@ -150,8 +155,7 @@ int shrink(const std::filesystem::path& dir, const std::filesystem::path& out,
                         {.batch_size = 8});
   Trainer trainer(model, {.optim = {.lr = 1e-3}, .parallel = {.group = worker::ddp_options(0)}});
   std::filesystem::create_directories(out);
-  const auto seen_path =
-      out / ("seen." + std::string(attempt ? attempt : "0") + "." + std::to_string(rank));
+  const auto seen_path = out / ("seen." + attempt() + "." + std::to_string(rank));
   std::unique_ptr<std::FILE, decltype(&std::fclose)> seen(std::fopen(seen_path.c_str(), "w"),
                                                           &std::fclose);
   worker::check(seen != nullptr, "cannot write " + seen_path.string());
@@ -161,7 +165,7 @@ int shrink(const std::filesystem::path& dir, const std::filesystem::path& out,
                .resume_from = resume.empty() ? dir : resume,
                .resume_if_present = resume.empty()},
               tk::callbacks::ModelCheckpoint({.dir = dir, .save_every = 4, .keep_last = 0}),
-              EndOfStep{seen.get()}, SlowSteps{rank, &step});
+              EndOfStep{seen.get(), rank}, SlowSteps{rank, &step});
   [[maybe_unused]] auto whole = tk::parallel::gathered_parameters(trainer.parallel());
   if (rank == 0) {
     tk::io::NamedTensors params;
@@ -185,7 +189,7 @@ int main(int argc, char** argv) {
     if (mode == "shrink" && (argc == 4 || argc == 5))
       return shrink(argv[2], argv[3], argc == 5 ? argv[4] : "");
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "rank %s: %s\n", std::getenv("RANK"), e.what());
+    std::fprintf(stderr, "fault_worker: %s\n", e.what());
     return 1;
   }
   std::fprintf(stderr,

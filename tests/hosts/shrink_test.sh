@@ -51,17 +51,6 @@ cmp "$out/elastic/final.pt" "$out/reference/final.pt" ||
   fail "the shrunk run's final parameters differ from the reference's"
 echo "shrink_test: final parameters equal to the byte to two ranks resuming from $(basename "$checkpoint")"
 
-# Epoch 0's samples: attempt 0's steps up to the checkpoint, attempt 1's of epoch 0.
-# A line is ` i i ... | STEP EPOCH`.
-awk -v s="$step" '
-  FNR == 1 { attempt = FILENAME ~ /seen\.1\./ }
-  { if (split($0, half, "|") != 2) next  # a step cut short by the kill
-    split(half[2], se, " ")
-    if (se[2] != 0) next
-    if (!attempt && se[1] > s) next
-    k = split(half[1], idx, " "); for (i = 1; i <= k; ++i) count[idx[i]]++ }
-  END { for (i = 0; i < 512; ++i) if (count[i] != 1) { bad++; if (bad < 5) print "sample", i, "trained", count[i] + 0, "times" }
-        for (i in count) total++
-        exit bad > 0 || total != 512 }' "$out"/elastic/seen.0.* "$out"/elastic/seen.1.* ||
+awk -v step="$step" -v samples=512 -f "$here/trained_once.awk" "$out"/elastic/seen.* ||
   fail "the interrupted epoch trained a sample twice or skipped one"
 echo "shrink_test: the interrupted epoch trained each of its 512 samples once (4 ranks to step $step, then 2)"
