@@ -13,7 +13,7 @@ out=$3
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 read -ra hosts <<< "$TK_HOSTS"
 rm -rf "$out" && mkdir -p "$out"
-args=(--"$mode" --layers 2 --embd 32 --sentences 1024 --epochs 2 --batch-size 8 --lr 6e-3
+args=(--"$mode" --layers 2 --embd 32 --sentences 512 --epochs 2 --batch-size 4 --lr 6e-3
       --precision fp32 --max-val-loss 10)
 
 # torchrun_test.sh skips (77) where no python3 has torch: so does this test.
