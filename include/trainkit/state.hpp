@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -124,12 +125,39 @@ class TrainState {
   void clear_skip() { skip_ = false; }
   const std::string& stop_reason() const { return stop_reason_; }
   bool is_main_process() const { return main_process_; }
+  /// Under full sharding (parallel::FullShard, HybridShard): the
+  /// parameters as this rank holds them between steps, for callbacks that
+  /// keep something per weight (callbacks::Ema).
+  struct ParameterShards {
+    /// This rank's slice of each flat parameter buffer: what its optimizer
+    /// updates and the next forward gathers. A callback may change them
+    /// between steps, as the optimizer does.
+    std::vector<at::Tensor> live;
+    /// The parameters they hold, by name; the model's other tensors (frozen
+    /// parameters, buffers) are whole on every rank.
+    std::vector<std::string> names;
+    /// Whole parameters by name from tensors shaped as `live`: a collective,
+    /// every rank calls it with its own.
+    std::function<std::map<std::string, at::Tensor>(const std::vector<at::Tensor>&)> gather;
+    /// The reverse, on this rank alone: its slices of whole parameters
+    /// given by name (each of `names`, shaped as its parameter).
+    std::function<std::vector<at::Tensor>(const std::map<std::string, at::Tensor>&)> slice;
+  };
   /// The model's parameters are empty between steps, each rank holding a
-  /// shard of them (parallel::FullShard): callbacks that read whole weights refuse.
-  bool parameters_sharded() const { return parameters_sharded_; }
+  /// shard of them (parallel::FullShard): callbacks that read whole weights
+  /// refuse, or work on parameter_shards().
+  bool parameters_sharded() const { return parameter_shards_ != nullptr; }
+  const ParameterShards& parameter_shards() const {
+    if (!parameter_shards_) {
+      throw Error(
+          "trainkit: TrainState::parameter_shards(): this run's parameters are whole on every "
+          "rank between steps (parameters_sharded() is false); read state.model()");
+    }
+    return *parameter_shards_;
+  }
   /// The error such a callback throws: `what` it cannot do with shards.
   void require_whole_parameters(const std::string& what) const {
-    if (parameters_sharded_) {
+    if (parameters_sharded()) {
       throw Error("trainkit: " + what +
                   " reads the model's whole weights, which under parallel::FullShard are shards "
                   "between steps; use parallel::ShardGradOp, or read them inside "
@@ -171,7 +199,7 @@ class TrainState {
     return at::stack(window_losses_).to(at::kDouble).mean();
   }
   bool main_process_ = true;
-  bool parameters_sharded_ = false;
+  std::shared_ptr<const ParameterShards> parameter_shards_;
   std::function<void(const std::filesystem::path&, std::function<void()>)> checkpoint_writer_;
 
   torch::nn::Module* model_;

@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -37,6 +38,7 @@
 #include "trainkit/trainer/detail/captured_steps.hpp"
 #include "trainkit/trainer/detail/coordinator.hpp"
 #include "trainkit/trainer/detail/loss_meter.hpp"
+#include "trainkit/trainer/detail/parameter_shards.hpp"
 #include "trainkit/trainer/detail/policy_checks.hpp"
 #include "trainkit/trainer/detail/run_description.hpp"
 #include "trainkit/trainer/detail/schedule.hpp"
@@ -106,7 +108,7 @@ class Trainer {
     state.epochs = options.epochs;
     state.log_every = options.log_every;
     state.main_process_ = parallel_.is_main();
-    state.parameters_sharded_ = static_cast<bool>(parallel::units_of(parallel_));
+    state.parameter_shards_ = detail::parameter_shards(parallel_, flat_, model_.module(), alive_);
     data::take_shard(train_data, parallel_, options.data_is_per_rank);
     if constexpr (HasSize<Data>) {
       state.batches_per_epoch = static_cast<int64_t>(train_data.size());
@@ -443,6 +445,8 @@ class Trainer {
   int64_t epoch_samples_ = 0;      ///< this rank's samples of the epoch so far
   bool epoch_resharded_ = false;   ///< the epoch went on after another run's samples
   CheckpointOptions checkpoint_options_;
+  /// Expires with the trainer: what callbacks keep of it then refuses (parameter_shards).
+  std::shared_ptr<const int> alive_ = std::make_shared<const int>(0);
 };
 
 }  // namespace trainkit

@@ -6,6 +6,7 @@
 // issue collectives in different orders, show as a wrong number or a hang.
 #include <torch/torch.h>
 
+#include <trainkit/callbacks/early_stopping.hpp>
 #include <trainkit/callbacks/ema.hpp>
 #include <trainkit/data.hpp>
 #include <trainkit/io/checkpoint.hpp>
@@ -410,6 +411,96 @@ void resume(const std::filesystem::path& dir) {
   resume_as<par::FullShard>("FullShard", dir / "full_shard.ckpt", 3);
 }
 
+// ---- callbacks::Ema on sharded weights ----
+struct EmaRun {
+  Params average;  ///< Ema::state_dict's parameters, whole
+  Params copied;   ///< Ema::copy_to into a whole model
+  double val_loss = 0;
+};
+/// At fit's end, while the trainer lives: what `ema` holds (collectives
+/// under full sharding, on every rank).
+struct ReadEma {
+  tk::callbacks::Ema* ema;
+  EmaRun* out;
+  void on_fit_end(tk::TrainState& s) {
+    for (const auto& [name, t] : ema->state_dict().tensors) {
+      if (name.rfind("param.", 0) == 0) out->average.insert(name.substr(6), t.clone());
+    }
+    Tiny whole;
+    ema->copy_to(*whole);
+    for (const auto& item : whole->named_parameters()) out->copied.insert(item.key(), item.value());
+    out->val_loss = s.metrics.at("val_loss");
+  }
+};
+
+/// The tiny model with fc1 a unit, `ema` validated on, 2 epochs of 6
+/// steps; `fit` may save or resume.
+template <class Par, class... Callbacks>
+EmaRun train_ema(int port_offset, tk::FitOptions fit, tk::callbacks::Ema& ema, Callbacks... more) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(200 + rank_env());
+  std::vector<tk::data::Batch> val;
+  for (int i = 0; i < 4; ++i) val.push_back({at::randn({4, 5}, gen), at::randn({4, 1}, gen)});
+  fit.epochs = 2, fit.data_is_per_rank = true, fit.val_data = val;
+  EmaRun out;
+  train_tiny_units<Par>(par::wrap::names({"fc1"}), port_offset, tk::task::Regression{}, fit,
+                        std::ref(ema), more..., ReadEma{&ema, &out});
+  return out;
+}
+
+const tk::callbacks::Ema::Options kEmaOptions{.decay = 0.8, .validate = true};
+
+/// The average of a run saved at step 5 under Saver and resumed under FullShard.
+template <class Saver>
+Params ema_resumed(const std::filesystem::path& file, int port_offset) {
+  tk::callbacks::Ema first(kEmaOptions), resumed(kEmaOptions);
+  train_ema<Saver>(port_offset, {.max_steps = 5}, first, SaveAt{5, file});
+  auto run = train_ema<par::FullShard>(port_offset + 1, {.resume_from = file}, resumed);
+  check(resumed.updates() == 12, "the resumed average counts every step's update");
+  return run.average;
+}
+
+/// Under FullShard each rank averages its slice of the flat buffers: the
+/// average, and validation on it, equal DDP's to the reduction order; a
+/// checkpoint (sharded) resumes it bitwise; a DDP checkpoint's average
+/// loads into a FullShard run; and after the trainer is gone the average
+/// refuses to gather with an error, not a crash.
+void ema(const std::filesystem::path& dir) {
+  std::error_code ignored;
+  std::filesystem::create_directories(dir, ignored);
+  tk::callbacks::Ema ddp_ema(kEmaOptions), full_ema(kEmaOptions);
+  const auto ddp = train_ema<par::DDP>(0, {}, ddp_ema);
+  const auto full = train_ema<par::FullShard>(1, {}, full_ema);
+  const double err = max_rel_diff(full.average, ddp.average);
+  const double val = rel(full.val_loss, ddp.val_loss);
+  std::printf("rank %d of %d: Ema under FullShard vs DDP: average %.3g, val_loss on it %.3g\n",
+              rank_env(), world_env(), err, val);
+  check(full.average.size() == 4 && err <= 1e-6 && val <= 1e-6,
+        "the sharded average and validation on it equal DDP's");
+  check(max_rel_diff(full.copied, full.average) == 0.0, "copy_to gives the gathered average");
+  check(full_ema.updates() == 12, "an update per step");
+
+  // Saved at step 5 (the sharded form, FullShard's default) and resumed.
+  const double again =
+      max_rel_diff(ema_resumed<par::FullShard>(dir / "ema_full_shard.ckpt", 2), full.average);
+  std::printf("rank %d of %d: Ema under FullShard resumed at step 5 vs unbroken: %.3g\n",
+              rank_env(), world_env(), again);
+  check(again == 0.0, "a resumed sharded average is bitwise equal");
+  // A DDP run's checkpoint (one file, the average whole) into FullShard.
+  const double across = max_rel_diff(ema_resumed<par::DDP>(dir / "ema_ddp.ckpt", 4), ddp.average);
+  std::printf("rank %d of %d: DDP's checkpoint resumed under FullShard vs DDP unbroken: %.3g\n",
+              rank_env(), world_env(), across);
+  check(across <= 1e-6, "a DDP checkpoint's average goes on under FullShard");
+
+  try {
+    (void)full_ema.state_dict();
+    check(false, "a sharded average without its trainer is an error");
+  } catch (const tk::Error& e) {
+    check(std::string(e.what()).find("the trainer whose shards these are is gone") !=
+              std::string::npos,
+          std::string("the error says why: ") + e.what());
+  }
+}
+
 // ---- resharding: saved by N ranks under one strategy, resumed by M under another ----
 // `reshard_save` (N ranks) saves at step 5 under each strategy, in its
 // default form (one file under DDP and ZeroSharded, sharded otherwise);
@@ -755,11 +846,12 @@ void units() {
         trainer(net, {.parallel = {.group = worker::ddp_options(4),
                                    .wrap = par::wrap::of_type<torch::nn::Linear>()}});
     std::vector<tk::data::Batch> data{{at::randn({4, 64}), at::randn({4, 1})}};
-    trainer.fit(tk::task::Regression{}, data, {.data_is_per_rank = true}, tk::callbacks::Ema{});
-    check(false, "Ema under FullShard is an error");
+    trainer.fit(tk::task::Regression{}, data, {.val_data = data, .data_is_per_rank = true},
+                tk::callbacks::EarlyStopping{});
+    check(false, "EarlyStopping restoring weights under FullShard is an error");
   } catch (const tk::Error& e) {
-    check(std::string(e.what()).find("callbacks::Ema reads the model's whole weights") !=
-              std::string::npos,
+    check(std::string(e.what()).find("callbacks::EarlyStopping (restore_best_weights) reads the "
+                                     "model's whole weights") != std::string::npos,
           std::string("the error names the callback: ") + e.what());
   }
   // DeepMlp announces its nine layers; a rule that takes three of them
@@ -778,6 +870,7 @@ void units() {
 int main(int argc, char** argv) {
   const std::filesystem::path dir = argc > 2 ? argv[2] : ".";
   const auto resume_here = [&] { resume(dir); };
+  const auto ema_here = [&] { ema(dir); };
   const auto reshard_save_here = [&] { reshard_save(dir); };
   const auto reshard_load_here = [&] { reshard_load(dir); };
   return worker::run(argc, argv,
@@ -788,6 +881,7 @@ int main(int argc, char** argv) {
                       {"units", units},
                       {"hybrid", hybrid},
                       {"resume", resume_here},
+                      {"ema", ema_here},
                       {"reshard_save", reshard_save_here},
                       {"reshard_load", reshard_load_here}});
 }

@@ -6,6 +6,10 @@
 // BatchNorm's batch count, are copied). Parameters that are views of one
 // flat buffer (a Trainer's) are averaged in one pass per buffer. The
 // average is saved in checkpoints, and validation can run on it.
+// Under full sharding each rank averages its own slice of the flat buffers
+// (TrainState::parameter_shards): the average is sharded as the weights
+// are, and gathered whole only for state_dict and copy_to, which are then
+// collectives (every rank calls them; checkpoints do).
 #include <ATen/Parallel.h>
 #include <torch/nn/module.h>
 #include <torch/types.h>
@@ -14,6 +18,8 @@
 #include <cmath>
 #include <cstdint>
 #include <map>
+#include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -65,12 +71,15 @@ class Ema {
   /// The average starts from the weights here, or from the checkpoint's
   /// average when the fit resumed.
   void on_fit_begin(TrainState& state) {
-    state.require_whole_parameters("callbacks::Ema");
+    shards_.reset();
+    if (state.parameters_sharded()) shards_ = state.parameter_shards();
     track(state.model());
     if (!pending_.tensors.empty()) {
       const auto sources = matching(pending_);
       torch::NoGradGuard no_grad;
-      for (size_t i = 0; i < sources.size(); ++i) ema_[i].copy_(sources[i]);
+      for (size_t i = 0; i < sources.size(); ++i) {
+        if (sources[i].defined()) average_of(i).copy_(sources[i]);
+      }
     }
     pending_ = {};
   }
@@ -88,10 +97,12 @@ class Ema {
   void on_validation_end(TrainState&) { swap_out(); }
   void on_exception(TrainState&) { swap_out(); }
 
-  /// The averaged tensors by name ("param.<name>", "buffer.<name>").
+  /// The averaged tensors by name ("param.<name>", "buffer.<name>"), whole.
+  /// Under full sharding a collective: every rank calls it.
   StateDict state_dict() const {
     StateDict d;
-    for (size_t i = 0; i < names_.size(); ++i) d.tensors[names_[i]] = ema_[i];
+    const auto whole = gathered();
+    for (size_t i = 0; i < names_.size(); ++i) d.tensors[names_[i]] = whole[i];
     d.values["updates"] = updates_;
     return d;
   }
@@ -107,8 +118,10 @@ class Ema {
     updates_ = updates;
   }
 
-  /// Copies the average into `model` (the same architecture as the trained one).
+  /// Copies the average into `model` (the same architecture as the trained
+  /// one, whole). Under full sharding a collective, while the trainer lives.
   void copy_to(torch::nn::Module& model) const {
+    const auto whole = gathered();
     const auto live = named_tensors(model);
     if (live.size() != names_.size())
       throw Error("trainkit: Ema::copy_to: the model has " + std::to_string(live.size()) +
@@ -118,7 +131,7 @@ class Ema {
       if (live[i].first != names_[i])
         throw Error("trainkit: Ema::copy_to: the model's tensor \"" + live[i].first +
                     "\" is not the average's \"" + names_[i] + "\"");
-      live[i].second.copy_(ema_[i]);
+      live[i].second.copy_(whole[i]);
     }
   }
   int64_t updates() const { return updates_; }
@@ -128,7 +141,7 @@ class Ema {
  private:
   static std::vector<std::pair<std::string, at::Tensor>> named_tensors(torch::nn::Module& m) {
     std::vector<std::pair<std::string, at::Tensor>> out;
-    for (const auto& p : m.named_parameters()) out.emplace_back("param." + p.key(), p.value());
+    for (const auto& p : m.named_parameters()) out.emplace_back(kParam + p.key(), p.value());
     for (const auto& b : m.named_buffers()) out.emplace_back("buffer." + b.key(), b.value());
     return out;
   }
@@ -152,14 +165,43 @@ class Ema {
     }
   }
 
-  // The tensors of `d` in the average's order, checked against it.
+  // The tensors of `d` in the average's order (sharded ones: this rank's
+  // slices), checked against it.
   std::vector<at::Tensor> matching(const StateDict& d) const {
     if (d.tensors.size() != names_.size())
       throw Error("trainkit: the checkpoint's Ema has " + std::to_string(d.tensors.size()) +
                   " tensors, this model " + std::to_string(names_.size()));
     std::vector<at::Tensor> sources;
-    for (size_t i = 0; i < names_.size(); ++i) sources.push_back(d.tensor_like(names_[i], ema_[i]));
+    std::map<std::string, at::Tensor> whole;  // of the sharded parameters
+    for (size_t i = 0; i < names_.size(); ++i) {
+      if (ema_[i].defined()) {
+        sources.push_back(d.tensor_like(names_[i], ema_[i]));
+      } else {
+        sources.emplace_back();
+        const auto found = d.tensors.find(names_[i]);
+        if (found == d.tensors.end())
+          throw Error("trainkit: the checkpoint's Ema has no tensor \"" + names_[i] + "\"");
+        whole[names_[i].substr(kParam.size())] = found->second;
+      }
+    }
+    if (!shards_) return sources;
+    const auto mine = shards_->slice(whole);
+    for (size_t g = 0; g < mine.size(); ++g) sources.push_back(mine[g]);
     return sources;
+  }
+  // The tensor that `matching`'s i-th source goes into.
+  at::Tensor average_of(size_t i) {
+    return i < ema_.size() ? ema_[i] : shard_ema_[i - ema_.size()];
+  }
+  // Every average whole, in names_' order (sharded ones gathered: a collective).
+  std::vector<at::Tensor> gathered() const {
+    std::vector<at::Tensor> out = ema_;
+    if (!shards_) return out;
+    const auto whole = shards_->gather(shard_ema_);
+    for (size_t i = 0; i < names_.size(); ++i) {
+      if (!out[i].defined()) out[i] = whole.at(names_[i].substr(kParam.size()));
+    }
+    return out;
   }
 
   // Whether `next` continues `run` back to back in the same storage.
@@ -170,15 +212,23 @@ class Ema {
            next.storage_offset() == last.storage_offset() + last.numel();
   }
 
+  // Pairs every tensor with its average: the sharded parameters by their
+  // flat buffers' slices, the others as they are laid out.
   void track(torch::nn::Module& model) {
     torch::NoGradGuard no_grad;
     names_.clear();
     ema_.clear();
     fused_.clear();
     copied_.clear();
+    shard_ema_.clear();
+    std::set<std::string> sharded;
+    if (shards_) {
+      for (const auto& name : shards_->names) sharded.insert(kParam + name);
+    }
     std::vector<at::Tensor> floats;  // parameters, then floating-point buffers, in order
     for (const auto& [name, t] : named_tensors(model)) {
       names_.push_back(name);
+      if (sharded.count(name)) continue;
       if (at::isFloatingType(t.scalar_type())) {
         floats.push_back(t.detach());
       } else {
@@ -209,13 +259,23 @@ class Ema {
       }
       i += run.size();
     }
-    // Put the float averages back among the others in the names' order.
+    // Put the float averages back among the others in the names' order
+    // (undefined for the sharded parameters).
     std::vector<at::Tensor> ordered;
     size_t f = 0, c = 0;
     for (const auto& [name, t] : named_tensors(model)) {
-      ordered.push_back(at::isFloatingType(t.scalar_type()) ? float_ema[f++] : ema_[c++]);
+      if (sharded.count(name)) {
+        ordered.emplace_back();
+      } else {
+        ordered.push_back(at::isFloatingType(t.scalar_type()) ? float_ema[f++] : ema_[c++]);
+      }
     }
     ema_ = std::move(ordered);
+    if (!shards_) return;
+    for (const auto& live : shards_->live) {
+      shard_ema_.push_back(live.detach().clone());
+      fused_.emplace_back(shard_ema_.back(), live.detach());
+    }
   }
 
   void swap_in() {
@@ -233,9 +293,15 @@ class Ema {
     backup_.clear();
   }
 
+  static inline const std::string kParam = "param.";
+
   Options options_;
   std::vector<std::string> names_;
-  std::vector<at::Tensor> ema_;  ///< per tensor, in names_' order (views of the fused buffers)
+  /// per tensor, in names_' order (views of the fused buffers); undefined
+  /// for the sharded parameters, whose averages are shard_ema_
+  std::vector<at::Tensor> ema_;
+  std::optional<TrainState::ParameterShards> shards_;      ///< under full sharding
+  std::vector<at::Tensor> shard_ema_;                      ///< per flat group, this rank's slice
   std::vector<std::pair<at::Tensor, at::Tensor>> fused_;   ///< (average, live) flat pairs
   std::vector<std::pair<at::Tensor, at::Tensor>> copied_;  ///< non-float buffers
   std::vector<at::Tensor> backup_;                         ///< live weights while validating

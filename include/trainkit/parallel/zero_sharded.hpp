@@ -55,18 +55,7 @@ class ZeroSharded : public DDP {
     for (const auto& [name, group] : elementwise) {
       const auto it = local.tensors.find(name);
       if (it == local.tensors.end()) continue;  // not made yet: on no rank (all step alike)
-      auto& t = it->second;
-      const int64_t numel = full_->groups()[group].numel();
-      auto full = at::empty({numel}, t.options());
-      std::vector<ProcessGroup::Work> works;
-      for (int r = 0; r < shard_count(); ++r) {
-        const auto [begin, end] = FlatParams::shard_range(numel, r, shard_count());
-        auto part = full.narrow(0, begin, end - begin);
-        if (r == shard_rank()) part.copy_(t.detach().reshape({-1}));
-        if (end > begin) works.push_back(shards_->broadcast_async(part, r));
-      }
-      for (auto& w : works) shards_->wait(w, "gather of optimizer state " + name);
-      t = full;
+      it->second = gather_group(it->second, group, "gather of optimizer state " + name);
     }
     return local;
   }
@@ -78,11 +67,30 @@ class ZeroSharded : public DDP {
     for (const auto& [name, group] : elementwise) {
       const auto it = out.tensors.find(name);
       if (it == out.tensors.end()) continue;  // load_state_dict names what is missing
-      const auto [begin, end] =
-          FlatParams::shard_range(it->second.numel(), shard_rank(), shard_count());
-      it->second = it->second.reshape({-1}).narrow(0, begin, end - begin);
+      it->second = slice_of_group(it->second);
     }
     return out;
+  }
+
+  /// Flat group `group` whole, from `mine`: a tensor of this rank's slice
+  /// of it (each rank passes its own; a collective, `what` names it in errors).
+  at::Tensor gather_group(const at::Tensor& mine, size_t group, const std::string& what) {
+    const int64_t numel = full_->groups()[group].numel();
+    auto whole = at::empty({numel}, mine.options());
+    std::vector<ProcessGroup::Work> works;
+    for (int r = 0; r < shard_count(); ++r) {
+      const auto [begin, end] = FlatParams::shard_range(numel, r, shard_count());
+      auto part = whole.narrow(0, begin, end - begin);
+      if (r == shard_rank()) part.copy_(mine.detach().reshape({-1}));
+      if (end > begin) works.push_back(shards_->broadcast_async(part, r));
+    }
+    for (auto& w : works) shards_->wait(w, what);
+    return whole;
+  }
+  /// The reverse: this rank's slice of a whole flat group's tensor (a view).
+  at::Tensor slice_of_group(const at::Tensor& whole) const {
+    const auto [begin, end] = FlatParams::shard_range(whole.numel(), shard_rank(), shard_count());
+    return whole.reshape({-1}).narrow(0, begin, end - begin);
   }
 
   FlatParams& shard() { return shard_; }
