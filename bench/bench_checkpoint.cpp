@@ -75,12 +75,12 @@ int main() {
   // to host memory first), on the same model in a fit of 18 steps saving
   // after every 6th: the first save's stall, and the longest (a save that
   // comes before the last one is written waits for it). The fit's whole
-  // time says what the overlap saves.
-  const auto stall = [&](bool asynchronous) {
+  // time says what the overlap saves. Both forms: one file, and sharded
+  // (one process: its rank file and the index).
+  const auto stall = [&](CheckpointOptions::Form form, bool asynchronous) {
     torch::manual_seed(0);
-    Trainer<optim::AdamW> trainer(
-        torch::nn::Sequential(torch::nn::Linear(5000, 5000)),
-        {.checkpoint = {.form = CheckpointOptions::Form::File, .asynchronous = asynchronous}});
+    Trainer<optim::AdamW> trainer(torch::nn::Sequential(torch::nn::Linear(5000, 5000)),
+                                  {.checkpoint = {.form = form, .asynchronous = asynchronous}});
     data::TensorBatches batches({at::randn({72, 5000}), at::randn({72, 5000})}, {.batch_size = 4});
     struct TimedSave {
       std::filesystem::path file;
@@ -100,14 +100,18 @@ int main() {
     });
     return std::tuple{stalls.front(), *std::max_element(stalls.begin(), stalls.end()), whole};
   };
-  const auto [sync_first, sync_longest, sync_fit] = stall(false);
-  const auto [async_first, async_longest, async_fit] = stall(true);
-  std::snprintf(buf, sizeof buf,
-                "\"parameters\": %lld, \"save_stall_s\": %.3f, \"async_first_stall_s\": %.3f, "
-                "\"first_stall_ratio\": %.3f, \"async_longest_stall_s\": %.3f, "
-                "\"fit_3_saves_s\": %.3f, \"async_fit_3_saves_s\": %.3f",
-                (long long)flat.numel(), sync_longest, async_first, async_first / sync_first,
-                async_longest, sync_fit, async_fit);
-  bench::report("checkpoint_stall_25M_adamw", buf);
+  for (const auto form : {CheckpointOptions::Form::File, CheckpointOptions::Form::Sharded}) {
+    const auto [sync_first, sync_longest, sync_fit] = stall(form, false);
+    const auto [async_first, async_longest, async_fit] = stall(form, true);
+    std::snprintf(buf, sizeof buf,
+                  "\"parameters\": %lld, \"save_stall_s\": %.3f, \"async_first_stall_s\": %.3f, "
+                  "\"first_stall_ratio\": %.3f, \"async_longest_stall_s\": %.3f, "
+                  "\"fit_3_saves_s\": %.3f, \"async_fit_3_saves_s\": %.3f",
+                  (long long)flat.numel(), sync_longest, async_first, async_first / sync_first,
+                  async_longest, sync_fit, async_fit);
+    bench::report(form == CheckpointOptions::Form::File ? "checkpoint_stall_25M_adamw"
+                                                        : "checkpoint_stall_sharded_25M_adamw",
+                  buf);
+  }
   std::filesystem::remove_all(dir);
 }

@@ -323,6 +323,12 @@ TEST_CASE("kill test: SIGKILL during asynchronous saves, resume from disk, finis
   kill_and_resume("trainkit_kill_async", {{4, 0}, {21, 200}, {44, 700}}, "--async");
 }
 
+TEST_CASE(
+    "kill test: SIGKILL during asynchronous sharded saves, resume from disk, finish bitwise "
+    "equal") {
+  kill_and_resume("trainkit_kill_sharded_async", {{6, 0}, {27, 300}, {45, 900}}, "--sharded-async");
+}
+
 TEST_CASE("kill test: a two-input model on map batches resumes bitwise after SIGKILL") {
   const auto dir = tk_test::temp_dir("trainkit_kill_map");
   REQUIRE(WIFEXITED(

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <string>
 #include <vector>
 
 using namespace trainkit;
@@ -88,8 +89,9 @@ int main(int argc, char** argv) {
   data::Loader loader(ds, data::RandomSampler({.size = 1200, .seed = 2}),
                       {.batch_size = 16, .workers = 2, .seed = 3});
   seed_everything(4);
-  const bool sharded = argc > 4 && std::strcmp(argv[4], "--sharded") == 0;
-  const bool asynchronous = argc > 4 && std::strcmp(argv[4], "--async") == 0;
+  const std::string flag = argc > 4 ? argv[4] : "";
+  const bool sharded = flag == "--sharded" || flag == "--sharded-async";
+  const bool asynchronous = flag == "--async" || flag == "--sharded-async";
   Trainer<optim::AdamW, sched::OneCycle, precision::Fp32, accumulate::Every<4>> trainer(
       Net(), {.sched = {.max_lr = 1e-2},
               .checkpoint = {.form = sharded ? CheckpointOptions::Form::Sharded

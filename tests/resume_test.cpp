@@ -254,23 +254,30 @@ TEST_CASE("ModelCheckpoint keeps the last K, links last.ckpt, keeps the best, an
 TEST_CASE("asynchronous saves resume as synchronous ones do, and a failed write is an Error") {
   const auto dir = tk_test::temp_dir("trainkit_async_save");
   using Form = CheckpointOptions::Form;
-  SUBCASE("ModelCheckpoint's files, last.ckpt and pruning, and the run resumed from them") {
-    for (const bool asynchronous : {false, true}) {
-      auto trainer = make_trainer(Form::File, asynchronous);
-      auto loader = make_loader();
-      const auto run = dir / (asynchronous ? "async" : "sync");
-      callbacks::ModelCheckpoint saver({.dir = run, .save_every = 2, .keep_last = 2});
-      trainer->fit(task::Classification{}, *loader, {.epochs = 2}, std::ref(saver));
-      // fit returned: the last write is in place, linked, and the oldest pruned
-      CHECK(saver.checkpoints().size() == 2);
-      CHECK(std::filesystem::read_symlink(run / "last.ckpt") == "step-000000010.ckpt");
+  for (const auto form : {Form::File, Form::Sharded}) {
+    const std::string name = form == Form::File ? "one file" : "sharded";
+    SUBCASE(
+        ("ModelCheckpoint's files, last.ckpt and pruning, and the run resumed from them: " + name)
+            .c_str()) {
+      for (const bool asynchronous : {false, true}) {
+        auto trainer = make_trainer(form, asynchronous);
+        auto loader = make_loader();
+        const auto run = dir / (asynchronous ? "async" : "sync");
+        callbacks::ModelCheckpoint saver({.dir = run, .save_every = 2, .keep_last = 2});
+        trainer->fit(task::Classification{}, *loader, {.epochs = 2}, std::ref(saver));
+        // fit returned: the last write is in place, linked, and the oldest pruned
+        CHECK(saver.checkpoints().size() == 2);
+        CHECK(std::filesystem::read_symlink(run / "last.ckpt") == "step-000000010.ckpt");
+        CHECK(std::filesystem::is_directory(run / "step-000000010.ckpt") ==
+              (form == Form::Sharded));
+      }
+      auto from_sync = make_trainer(), from_async = make_trainer();
+      auto l1 = make_loader(), l2 = make_loader();
+      CHECK(from_sync->fit(task::Classification{}, *l1, {.epochs = 3, .resume_from = dir / "sync"})
+                .steps == 15);
+      from_async->fit(task::Classification{}, *l2, {.epochs = 3, .resume_from = dir / "async"});
+      expect_bitwise_equal(from_sync->model(), from_async->model());
     }
-    auto from_sync = make_trainer(), from_async = make_trainer();
-    auto l1 = make_loader(), l2 = make_loader();
-    CHECK(from_sync->fit(task::Classification{}, *l1, {.epochs = 3, .resume_from = dir / "sync"})
-              .steps == 15);
-    from_async->fit(task::Classification{}, *l2, {.epochs = 3, .resume_from = dir / "async"});
-    expect_bitwise_equal(from_sync->model(), from_async->model());
   }
   // A file where the folder should be: that save's write fails.
   std::ofstream(dir / "not_a_folder") << "x";
@@ -298,11 +305,12 @@ TEST_CASE("asynchronous saves resume as synchronous ones do, and a failed write 
     CHECK_MESSAGE(error.find(failed) != std::string::npos, error);
     CHECK(std::filesystem::exists(dir / "a.ckpt"));
   }
-  SUBCASE("not for sharded checkpoints yet") {
-    const auto error = fit_error({{{1, dir / "a.ckpt"}}}, Form::Sharded);
-    CHECK_MESSAGE(error.find("checkpoint.asynchronous = true: asynchronous saves write one-file") !=
-                      std::string::npos,
+  SUBCASE("a sharded save's failed write is the next save's Error, and nothing is committed") {
+    const auto error = fit_error({{{1, unwritable}, {3, dir / "b.ckpt"}}}, Form::Sharded);
+    CHECK_MESSAGE(error.find("the asynchronous save of sharded checkpoint " + unwritable.string() +
+                             " failed") != std::string::npos,
                   error);
+    CHECK_FALSE(std::filesystem::exists(dir / "b.ckpt"));
   }
   std::filesystem::remove_all(dir);
 }

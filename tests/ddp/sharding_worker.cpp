@@ -269,6 +269,9 @@ struct TinyRun {
   double loss_scale;
 };
 
+/// How train_tiny_units' trainers save (the resume scenario sets it).
+tk::CheckpointOptions tiny_checkpoint{};
+
 /// A one-element parameter group (fc2.bias: all ranks but one hold none of
 /// it) and groups of 42 and 7 elements; fp32 with loss scaling; 12 batches
 /// of 4 per rank and epoch.
@@ -286,7 +289,8 @@ TinyRun train_tiny_units(const par::wrap::Rule& units, int port_offset, TaskT ta
                       .param_groups = {{"head bias",
                                         tk::params::name_matches("fc2\\.bias"),
                                         {.lr_scale = 2.0, .weight_decay = 0.0}},
-                                       {"biases", tk::params::below_2d(), {.weight_decay = 0.0}}}});
+                                       {"biases", tk::params::below_2d(), {.weight_decay = 0.0}}},
+                      .checkpoint = tiny_checkpoint});
   auto gen = at::make_generator<at::CPUGeneratorImpl>(100 + rank_env());
   const auto x = at::randn({48, 5}, gen);
   const auto y = x.sum(1, true).sin();
@@ -409,6 +413,11 @@ void resume(const std::filesystem::path& dir) {
   std::filesystem::create_directories(dir, ignored);
   resume_as<par::ShardGradOp>("ShardGradOp", dir / "shard_grad_op.ckpt", 0);
   resume_as<par::FullShard>("FullShard", dir / "full_shard.ckpt", 3);
+  // Each rank's part written on a thread beside the next steps, the entries
+  // gathered on the writers' own group.
+  tiny_checkpoint.asynchronous = true;
+  resume_as<par::FullShard>("FullShard saving asynchronously", dir / "full_shard_async.ckpt", 6);
+  tiny_checkpoint = {};
 }
 
 // ---- callbacks::Ema on sharded weights ----

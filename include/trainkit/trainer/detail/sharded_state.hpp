@@ -12,6 +12,7 @@
 #include <functional>
 #include <set>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "trainkit/error.hpp"
@@ -41,34 +42,96 @@ struct TrainerStateView {
 };
 
 struct ShardedState {
+  /// What a rank writes of one sharded save, taken at the save point.
+  struct Prepared {
+    std::filesystem::path staging, target;
+    std::string what;
+    int rank = 0;
+    bool main = false;
+    std::vector<io::TensorPiece> pieces;
+    io::Checkpoint values;  ///< the index's (the main rank's)
+  };
+  /// Texts of every rank, by rank: a collective of the ranks' writers.
+  using Gather = std::function<std::vector<std::string>(const std::string&)>;
+
   /// Writes the checkpoint `target` (a folder): a collective, every rank
   /// calls it at the same point; `others` are the parts besides the model
-  /// and the optimizer.
+  /// and the optimizer. The index is in place when it returns.
   template <class Parallel>
   static void save(Parallel& parallel, const TrainerStateView& view, const CheckpointParts& others,
                    const io::detail::CheckpointCodec& codec, const std::filesystem::path& target) {
-    const auto staging = io::checkpoint_folder::staging_folder(target);
-    const std::string what = "sharded checkpoint " + target.string();
-    if (parallel.is_main()) std::filesystem::remove_all(staging);  // a crashed save's
-    parallel.barrier(what);
-    std::vector<io::TensorPiece> pieces;
-    io::Checkpoint values;
-    const auto saved = others.save(/*clone=*/false);  // a collective (the epoch's loss)
+    write_now(parallel, prepare(parallel, view, others, target, /*copy=*/false), codec);
+  }
+  /// write() with the ranks' entries gathered on `parallel`'s group; every
+  /// rank returns once the index is in place.
+  template <class Parallel>
+  static void write_now(Parallel& parallel, const Prepared& p,
+                        const io::detail::CheckpointCodec& codec) {
+    write(p, codec, [&](const std::string& mine) { return gather(parallel, mine, p.what); });
+    parallel.barrier(p.what + " written");
+  }
+
+  /// A save's collective part (every rank at the same point): the staging
+  /// folder emptied, the parts taken. With `copy` the pieces are this
+  /// rank's own host copies, so write() may run beside the next steps.
+  template <class Parallel>
+  static Prepared prepare(Parallel& parallel, const TrainerStateView& view,
+                          const CheckpointParts& others, const std::filesystem::path& target,
+                          bool copy) {
+    Prepared p{io::checkpoint_folder::staging_folder(target),
+               target,
+               "sharded checkpoint " + target.string(),
+               parallel.rank(),
+               parallel.is_main(),
+               {},
+               {}};
+    if (p.main) {  // a crashed save's; a place that cannot be written fails in write()
+      std::error_code ignored;
+      std::filesystem::remove_all(p.staging, ignored);
+    }
+    parallel.barrier(p.what);
+    const auto saved = others.save(/*clone=*/copy);  // a collective (the epoch's loss)
     for (const auto& [name, d] : saved.parts) {
       const bool per_rank = name == kRngPart;
-      const auto part = per_rank ? rank_part(name, parallel.rank()) : name;
-      if (per_rank || parallel.is_main()) {
-        for (const auto& [key, t] : d.tensors) pieces.push_back(whole_piece(part + "/" + key, t));
+      const auto part = per_rank ? rank_part(name, p.rank) : name;
+      if (per_rank || p.main) {
+        for (const auto& [key, t] : d.tensors) p.pieces.push_back(whole_piece(part + "/" + key, t));
       }
-      values.parts[part].values = d.values;
+      p.values.parts[part].values = d.values;
     }
-    add_model_pieces(view, parallel.is_main(), pieces);
-    values.parts["model"];
-    if (view.optimizer_state) add_optimizer_pieces(view, parallel.is_main(), pieces, values);
-    const auto entries = codec.write_pieces(staging, parallel.rank(), pieces);
-    const auto all = gather(parallel, entries, what);
-    if (parallel.is_main()) codec.commit(staging, target, values, all);
-    parallel.barrier(what + " written");
+    add_model_pieces(view, p.main, p.pieces);
+    p.values.parts["model"];
+    if (view.optimizer_state) add_optimizer_pieces(view, p.main, p.pieces, p.values);
+    if (copy) {
+      for (auto& piece : p.pieces) piece.data = piece.data.clone();  // off what the steps change
+    }
+    return p;
+  }
+
+  /// Writes this rank's pieces; once every rank's are there (`gather`
+  /// brings their entries, or the error a rank met), the main rank commits
+  /// the index. Every rank learns of any rank's failure: nothing is
+  /// committed then, and each throws.
+  static void write(const Prepared& p, const io::detail::CheckpointCodec& codec,
+                    const Gather& gather) {
+    std::string mine;
+    try {
+      mine = std::string(1, kWritten) + codec.write_pieces(p.staging, p.rank, p.pieces);
+    } catch (const std::exception& e) {
+      mine = std::string(1, kFailed) + e.what();
+    }
+    auto all = gather(mine);
+    for (size_t r = 0; r < all.size(); ++r) {
+      if (!all[r].empty() && all[r][0] == kWritten) {
+        all[r].erase(0, 1);
+        continue;
+      }
+      const auto why = all[r].empty() ? std::string("no answer") : all[r].substr(1);
+      throw Error(int(r) == p.rank ? why
+                                   : "trainkit: " + p.what + ": rank " + std::to_string(r) +
+                                         " could not write its part: " + why);
+    }
+    if (p.main) codec.commit(p.staging, p.target, p.values, all);
   }
 
   /// Restores every part from sharded `ckpt`, or nothing (any rank's error
@@ -180,6 +243,7 @@ struct ShardedState {
 
  private:
   static constexpr const char* kRngPart = "rng";
+  static constexpr char kWritten = 'w', kFailed = 'f';  ///< before a rank's entries or error
   /// Per-rank parts are stored as "<part>@<rank>".
   static std::string rank_part(const std::string& part, int rank) {
     return part + "@" + std::to_string(rank);

@@ -7,8 +7,11 @@
 
 #include <filesystem>
 #include <functional>
+#include <memory>
+#include <numeric>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "trainkit/concepts.hpp"
 #include "trainkit/io/checkpoint_codec.hpp"
@@ -62,8 +65,9 @@ struct TrainerCheckpoint {
 
   /// The writer behind TrainState::save_checkpoint: every rank calls it at
   /// the same point. One file: rank 0 writes once all are there (sharded
-  /// state gathered), on `background`'s thread when asynchronous. Sharded:
-  /// each rank writes what it holds.
+  /// state gathered). Sharded: each rank writes what it holds, and rank 0
+  /// the index once all have. Asynchronous: the step waits for the copies
+  /// on the host; the writes run on `background`'s thread.
   template <class Hooks>
   static std::function<void(const std::filesystem::path&, std::function<void()>)> writer(
       T& t, TrainState& state, Hooks& hooks, BackgroundSave& background) {
@@ -73,23 +77,32 @@ struct TrainerCheckpoint {
         form == Form::Sharded ||
         (form == Form::Auto &&
          parallel::sharded_checkpoints_by_default<std::remove_cvref_t<decltype(t.parallel_)>>());
-    if (sharded && t.checkpoint_options_.asynchronous) {
-      throw Error(
-          "trainkit: checkpoint.asynchronous = true: asynchronous saves write one-file "
-          "checkpoints only, and this run's are sharded (checkpoint.form = Sharded, or Auto "
-          "under ZeRO-2 and full sharding); set checkpoint.form = File, or asynchronous = false");
-    }
-    return [&t, &state, &hooks, &background, sharded](const std::filesystem::path& path,
-                                                      std::function<void()> then) {
+    // Asynchronous sharded saves gather their ranks' entries on a group of
+    // their own, made at the first one (a collective: all save together).
+    auto writers = std::make_shared<ShardedState::Gather>();
+    return [&t, &state, &hooks, &background, sharded, writers](const std::filesystem::path& path,
+                                                               std::function<void()> then) {
       const auto codec = io::checkpoint_codec("TrainState::save_checkpoint", path.string());
-      if (sharded) {
-        auto others = parts(t, state, hooks, /*whole_model=*/false);
-        ShardedState::save(t.parallel_, state_view(t), others, codec, path);
-        if (t.parallel_.is_main() && then) then();
-        return;
-      }
       const bool asynchronous = t.checkpoint_options_.asynchronous;
       if (asynchronous) finish(t, background);  // the save before this one, on every rank
+      if (sharded) {
+        auto others = parts(t, state, hooks, /*whole_model=*/false);
+        auto prepared =
+            ShardedState::prepare(t.parallel_, state_view(t), others, path, asynchronous);
+        if (!asynchronous) {
+          ShardedState::write_now(t.parallel_, prepared, codec);
+          if (t.parallel_.is_main() && then) then();
+          return;
+        }
+        if (!*writers) *writers = writer_gather(t);
+        auto what = prepared.what;
+        background.start(what, [prepared = std::move(prepared), codec, gather = *writers,
+                                then = std::move(then)] {
+          ShardedState::write(prepared, codec, gather);
+          if (prepared.main && then) then();
+        });
+        return;
+      }
       const auto what = "checkpoint " + path.string();
       const auto write = [codec, path, then = std::move(then)](const io::Checkpoint& ckpt) {
         codec.write(path, ckpt);
@@ -125,6 +138,25 @@ struct TrainerCheckpoint {
       throw Error("trainkit: the asynchronous save of rank " + std::to_string(failed - 1) +
                   "'s checkpoint failed (its error is in that rank's log)");
     }
+  }
+
+  /// A gather of texts over a process group of its own (every rank makes
+  /// it at the same save), for a writer thread to use beside the steps'
+  /// collectives; one process needs none.
+  static ShardedState::Gather writer_gather(T& t) {
+    if constexpr (requires { t.parallel_.process_group(); }) {
+      if (t.parallel_.world_size() > 1) {
+        static int made = 0;  // the same count on every rank: they make theirs together
+        std::vector<int> ranks(size_t(t.parallel_.world_size()));
+        std::iota(ranks.begin(), ranks.end(), 0);
+        auto group = t.parallel_.process_group().subgroup(
+            "trainkit/checkpoint_writers_" + std::to_string(made++), ranks);
+        return [group](const std::string& mine) {
+          return group->all_gather(mine, "gather of a sharded checkpoint's entries");
+        };
+      }
+    }
+    return [](const std::string& mine) { return std::vector<std::string>{mine}; };
   }
 
   /// At fit's start (after the writer is set): the signal's checkpoint
