@@ -40,6 +40,7 @@ struct GroupOptions {
   std::optional<bool> amsgrad{};                  ///< Adam, AdamW
   std::optional<double> momentum{}, dampening{};  ///< SGD
   std::optional<bool> nesterov{};                 ///< SGD
+  std::optional<bool> muon{};  ///< optim::Muon: orthogonalise this group's matrices (else AdamW)
   std::optional<double> min_lr{};  ///< the schedule's floor for this group (ReduceLROnPlateau)
   /// the schedule's peak for this group (OneCycle; PyTorch's max_lr list).
   /// Unset: sched.max_lr, or this group's lr when sched.max_lr is 0.

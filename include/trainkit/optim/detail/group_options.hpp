@@ -75,10 +75,10 @@ class GroupedOptions {
   /// `resolve(options, group options, group index)` gives a group's options, checked.
   template <class Resolve>
   GroupedOptions(const FlatParams& params, const O& options, Resolve&& resolve) {
-    for (size_t g = 0; g < params.param_groups().size(); ++g) {
+    for (size_t g = 0; g < params.param_groups().size(); ++g)
       group_.push_back(resolve(options, params.param_groups()[g].options, g));
-      lr_ratio_.push_back(options.lr > 0.0 ? group_.back().lr / options.lr : 1.0);
-    }
+    for (const auto& o : group_)  // to the default group's (optim::Muon's may not be optim.lr)
+      lr_ratio_.push_back(group_.front().lr > 0.0 ? o.lr / group_.front().lr : 1.0);
     device_lr_.resize(group_.size());
   }
 
