@@ -564,7 +564,8 @@ void elastic(const std::filesystem::path& dir) {
 }
 
 // Rank 1 dies (or hangs) at step 5; rank 0 must fail with an error naming
-// the collective and its rank within the timeout.
+// the collective, its rank and the lost one, within the timeout and the
+// roll call's 2 s past it.
 constexpr auto kLostTimeout = 4s;
 
 void lost_rank(bool hang) {
@@ -592,7 +593,9 @@ void lost_rank(bool hang) {
     check(what.find("rank 0 of 2") != std::string::npos &&
               what.find("collective `") != std::string::npos,
           "the error names the rank and the collective");
-    check(waited < 4.0 + 3.0, "the error came within the timeout");
+    check(what.find("rank 1 of the group did not answer a roll call") != std::string::npos,
+          "the error names the peer that is gone");
+    check(waited < 4.0 + 2.0 + 3.0, "the error came within the timeout and the roll call");
     std::printf("rank 0: failed as expected within the timeout\n");
     return;
   }

@@ -41,7 +41,8 @@ wait_for() {  # wait_for FILE PATTERN: up to 60 s
   done
   fail "no \"$2\" in $1 within 60 s"
 }
-# finish NAME FAULT_TIME SURVIVORS...: every survivor stopped with the Error, in time
+# finish NAME FAULT_TIME SURVIVORS...: every survivor stopped with the Error, in time,
+# its roll call as `expect` says for its host (a pattern per host; empty: any)
 finish() {
   local name=$1 fault=$2
   shift 2
@@ -57,6 +58,8 @@ finish() {
     after=$(awk -v a="$at" -v f="$fault" 'BEGIN { printf "%.1f", a - f }')
     [[ "$what" == *"collective \`"*"(timeout ${timeout_s}.0 s)"* ]] ||
       fail "$name: rank $rank's error names no collective or timeout: $what"
+    [[ "$what" =~ ${expect[host]} ]] ||
+      fail "$name: rank $rank's error does not say \"${expect[host]}\" of the roll call: $what"
     awk -v d="$after" -v m="$((timeout_s + margin_s))" 'BEGIN { exit !(d <= m) }' ||
       fail "$name: rank $rank stopped ${after} s after the fault (bound: $((timeout_s + margin_s)) s)"
     echo "| $name | $rank ($host) | ${after} s | ${what//|/\\|} |" >> "$out/faults.md"
@@ -73,6 +76,7 @@ start link_down
 wait_for "$out/link_down.host1.log" "^rank 2: step 6$"
 fault=$(now)
 ip link set "${links[1]}" down
+expect=("ranks 2, 3 of the group did not answer" "rendezvous store did not answer")
 finish link_down "$fault" 0 1 2 3
 ip link set "${links[1]}" up
 
@@ -81,6 +85,7 @@ start link_crawl
 wait_for "$out/link_crawl.host1.log" "^rank 2: step 6$"
 fault=$(now)
 tc qdisc add dev "${links[1]}" root tbf rate 8kbit burst 1600 latency 1s
+expect=("roll call" "roll call")  # a crawl may carry the few bytes of the answers, or not
 finish link_crawl "$fault" 0 1 2 3
 tc qdisc del dev "${links[1]}" root
 
@@ -89,6 +94,7 @@ for kind in reduce-scatter all-gather; do
   start "kill_$kind" "$kind" 6
   wait_for "$out/kill_$kind.host1.log" "^rank 3: killed before"
   line=$(grep -h "^rank 3: killed before" "$out/kill_$kind.host1.log")
+  expect=("rank 3 of the group did not answer" "rank 3 of the group did not answer")
   finish "kill_$kind" "${line##* at }" 0 1 2
 done
 
@@ -97,5 +103,6 @@ start host_down
 wait_for "$out/host_down.host1.log" "^rank 2: step 6$"
 fault=$(now)
 ip netns pids "${hosts[0]}" | xargs -r kill -9
+expect=("" "rendezvous store did not answer")
 finish host_down "$fault" 2 3
 cat "$out/faults.md"

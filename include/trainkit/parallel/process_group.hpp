@@ -27,6 +27,7 @@
 
 #include "trainkit/detail/compat.hpp"
 #include "trainkit/error.hpp"
+#include "trainkit/parallel/detail/roll_call.hpp"
 #include "trainkit/parallel/environment.hpp"
 
 // LibTorch's CMake target defines USE_C10D_GLOO when it was built with Gloo;
@@ -164,10 +165,27 @@ class ProcessGroup {
       const auto waited = since(start);
       std::string cause = e.what();
       if (const auto nl = cause.find('\n'); nl != std::string::npos) cause.resize(nl);
+      // Which peers are gone: a timeout names none. The survivors fail by
+      // the timeout (those that met a reset, at once): the answers are
+      // awaited until 2 s past it (at most 30 s from the start), at least 1 s.
+      if (!rolled_) {
+        const auto window = std::min<std::chrono::milliseconds>(timeout_ + std::chrono::seconds(2),
+                                                                std::chrono::seconds(30));
+        const auto until = std::max(
+            start + window, std::chrono::steady_clock::now() + std::chrono::milliseconds(1000));
+        roll_ = trainkit::detail::roll_call(
+            store_, env_.rank, env_.world_size, until,
+            "by " +
+                seconds(since(start) + std::chrono::duration_cast<std::chrono::milliseconds>(
+                                           until - std::chrono::steady_clock::now())) +
+                " after this collective began");
+        rolled_ = true;
+      }
+      const auto& present = roll_;
       throw Error(where() + "collective `" + what + "` failed after " + seconds(waited) +
                   " (timeout " + seconds(timeout_) +
                   "): another rank died, hangs, or runs a different step; " + backend_ +
-                  " says: " + cause);
+                  " says: " + cause + (present.empty() ? "" : "; " + present));
     }
   }
 
@@ -378,6 +396,9 @@ class ProcessGroup {
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<Base> pg_;
   std::string name_;  ///< a subgroup's, "" for the whole world
+  /// The roll call after this group's first failed collective (roll_call.hpp).
+  mutable bool rolled_ = false;
+  mutable std::string roll_;
 };
 
 }  // namespace trainkit::parallel
