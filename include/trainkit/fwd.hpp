@@ -17,6 +17,8 @@ struct AdamOptions;
 class Adam;
 struct AdamWOptions;
 class AdamW;
+struct MuonOptions;
+class Muon;
 struct SGDOptions;
 class SGD;
 template <class TorchOptimizer, class TorchOptions>
