@@ -19,7 +19,6 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
-#include <memory>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -108,7 +107,7 @@ class Trainer {
     state.epochs = options.epochs;
     state.log_every = options.log_every;
     state.main_process_ = parallel_.is_main();
-    state.parameter_shards_ = detail::parameter_shards(parallel_, flat_, model_.module(), alive_);
+    state.parameter_shards_ = shards_.make(parallel_, flat_, model_.module());
     data::take_shard(train_data, parallel_, options.data_is_per_rank);
     if constexpr (HasSize<Data>) {
       state.batches_per_epoch = static_cast<int64_t>(train_data.size());
@@ -445,8 +444,7 @@ class Trainer {
   int64_t epoch_samples_ = 0;      ///< this rank's samples of the epoch so far
   bool epoch_resharded_ = false;   ///< the epoch went on after another run's samples
   CheckpointOptions checkpoint_options_;
-  /// Expires with the trainer: what callbacks keep of it then refuses (parameter_shards).
-  std::shared_ptr<const int> alive_ = std::make_shared<const int>(0);
+  detail::TrainerShards shards_;  ///< TrainState::parameter_shards, refused once this is gone
 };
 
 }  // namespace trainkit

@@ -84,4 +84,19 @@ std::shared_ptr<const TrainState::ParameterShards> parameter_shards(
   }
 }
 
+/// A trainer's part of it: the token its shards' functions check, which
+/// expires with the trainer (a member), so what callbacks kept then refuses.
+class TrainerShards {
+ public:
+  template <class Parallel>
+  std::shared_ptr<const TrainState::ParameterShards> make(Parallel& parallel,
+                                                          const FlatParams& flat,
+                                                          const torch::nn::Module& model) const {
+    return parameter_shards(parallel, flat, model, alive_);
+  }
+
+ private:
+  std::shared_ptr<const int> alive_ = std::make_shared<const int>(0);
+};
+
 }  // namespace trainkit::detail
