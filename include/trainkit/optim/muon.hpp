@@ -46,7 +46,7 @@ struct MuonOptions {
   enum class AdjustLr { Original, MatchRmsAdamW };
   AdjustLr adjust_lr = AdjustLr::Original;
   /// The iteration's dtype. Unset: bf16 on CUDA (as the reference), fp32
-  /// elsewhere (CPUs without bf16 matrix units emulate it, slower than fp32).
+  /// elsewhere (the dtype two CPU builds round alike; docs/recipes.md).
   std::optional<at::ScalarType> ns_dtype{};
   /// The groups not marked `muon` step by AdamW with these (group overrides
   /// apply; lr_scale scales adamw.lr).
@@ -253,14 +253,8 @@ class Muon : public detail::GroupedOptions<MuonOptions> {
       a.eps = g.eps.value_or(a.eps);
       a.amsgrad = g.amsgrad.value_or(a.amsgrad);
       o.lr = a.lr;  // the group's rate, as schedules read and set it
+      detail::AdamFamily<AdamWOptions, true>::check(a, prefix);
       using detail::require_option;
-      require_option(std::isfinite(a.lr) && a.lr >= 0.0, prefix + ".lr", a.lr,
-                     "a finite number >= 0");
-      require_option(a.beta1 >= 0.0 && a.beta1 < 1.0, prefix + ".beta1", a.beta1, "0 <= beta1 < 1");
-      require_option(a.beta2 >= 0.0 && a.beta2 < 1.0, prefix + ".beta2", a.beta2, "0 <= beta2 < 1");
-      require_option(a.eps >= 0.0, prefix + ".eps", a.eps, "a number >= 0");
-      require_option(a.weight_decay >= 0.0, prefix + ".weight_decay", a.weight_decay,
-                     "a number >= 0");
       require_option(!a.fused.value_or(false), prefix + ".adamw.fused", "true",
                      "unset or false (optim::Muon steps its AdamW groups with trainkit's kernel)");
     }

@@ -66,6 +66,8 @@ class AdamFamily : public GroupedOptions<OptionsT> {
     return fused_ ? static_cast<int64_t>(step_count_.at(i).item<float>()) : buffer_steps_.at(i);
   }
   std::vector<at::Tensor>& exp_avg() { return exp_avg_; }
+  /// The options' ranges (errors name `prefix.field`); optim::Muon's AdamW groups too.
+  static void check(const OptionsT& o, const std::string& prefix);
 
   StateDict state_dict() const;
   /// The state tensors that follow the flat parameters element by element.
@@ -109,7 +111,6 @@ class AdamFamily : public GroupedOptions<OptionsT> {
 
   /// The optimizer's options with a group's overrides, checked.
   static OptionsT resolve(OptionsT o, const GroupOptions& g, size_t param_group);
-  static void check(const OptionsT& o, const std::string& prefix);
 
   FlatParams* params_;
   bool fused_;
