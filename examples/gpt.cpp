@@ -122,10 +122,14 @@ int main(int argc, char** argv) {
     examples::init_like_nanogpt(model);
     int64_t parameters = 0;
     for (const auto& p : model->parameters()) parameters += p.numel();
-    const auto parallel_options = [&]<class Parallel>(Parallel*) {
+    // Fully sharded in bf16, the blocks are gathered in bf16 (half the
+    // bytes) and their gradients summed in fp32 into fp32 master weights.
+    const auto parallel_options = [&]<class Parallel>(Parallel*, bool bf16) {
       if constexpr (std::is_same_v<Parallel, parallel::FullShard>) {
-        return parallel::FullShard::Options{.group = {.device = device},
-                                            .wrap = parallel::wrap::of_type<examples::Block>()};
+        parallel::FullShard::Options o{.group = {.device = device},
+                                       .wrap = parallel::wrap::of_type<examples::Block>()};
+        if (bf16) o.mixed_precision = {.param_dtype = at::kBFloat16, .reduce_dtype = at::kFloat};
+        return o;
       } else {
         return typename Parallel::Options{};
       }
@@ -138,7 +142,8 @@ int main(int argc, char** argv) {
           trainer(model, {.optim = {.lr = lr, .beta1 = 0.9, .beta2 = 0.95, .weight_decay = 0.1},
                           .sched = {.warmup_steps = 20, .start_factor = 0.05, .eta_min = lr / 10},
                           .clip = {.max_norm = 1.0},
-                          .parallel = parallel_options(static_cast<Parallel*>(nullptr)),
+                          .parallel = parallel_options(static_cast<Parallel*>(nullptr),
+                                                       std::is_same_v<Precision, precision::Bf16>),
                           .param_groups = {params::no_weight_decay()}});
       if (trainer.parallel().is_main()) {
         std::printf("gpt: %lld sentences (\"%s\"), %lld parameters, %s, %s, %d rank(s)%s\n",

@@ -8,7 +8,9 @@
 
 #include <trainkit/callbacks/early_stopping.hpp>
 #include <trainkit/callbacks/ema.hpp>
+#include <trainkit/callbacks/tensorboard.hpp>
 #include <trainkit/data.hpp>
+#include <trainkit/finders/lr_finder.hpp>
 #include <trainkit/io/checkpoint.hpp>
 #include <trainkit/io/weights.hpp>
 #include <trainkit/memory.hpp>
@@ -711,6 +713,7 @@ struct DeepMlpImpl : torch::nn::Module {
     for (size_t i = 0; i < layers->size(); ++i) {
       const auto& layer = layers[i];
       x = par::unit(layer, [&] {
+        if (i == 0) first_weight_dtype = layer->as<torch::nn::Linear>()->weight.scalar_type();
         auto y = layer->as<torch::nn::Linear>()->forward(x);
         return i + 1 < layers->size() ? torch::tanh(y) : y;
       });
@@ -718,6 +721,7 @@ struct DeepMlpImpl : torch::nn::Module {
     return x;
   }
   torch::nn::ModuleList layers{nullptr};
+  at::ScalarType first_weight_dtype = at::kFloat;  ///< as the last forward saw it
 };
 TORCH_MODULE(DeepMlp);
 constexpr double kBucketMb = 0.25;
@@ -817,6 +821,201 @@ Params train_mlp(int port_offset, const par::wrap::Rule& rule) {
   return whole_parameters(trainer);
 }
 
+// ---- what puts weights back: EarlyStopping and the learning-rate finder ----
+struct RestoreRun {
+  Params params, before_find, after_find, after_resumed;
+  tk::finders::LrFindResult found;
+  tk::StateDict stopping;
+  int64_t best_epoch = -1;
+};
+
+/// lr_find (the trainer put back after its sweep), then 8 epochs with
+/// EarlyStopping restoring the best weights, on Tiny with fc1 a unit.
+template <class Par>
+RestoreRun find_then_stop(int port_offset) {
+  torch::manual_seed(3);
+  Tiny model;
+  tk::Trainer<tk::optim::AdamW, tk::sched::Constant, tk::precision::Fp32, tk::accumulate::None,
+              tk::clip::None, Par>
+      trainer(model,
+              {.optim = {.lr = 0.2},
+               .parallel = options_for<Par>(delayed(port_offset), par::wrap::names({"fc1"}))});
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(40);  // the same on every rank: sharded
+  const auto x = at::randn({96, 5}, gen);
+  const auto y = x.sum(1, true).sin();
+  tk::data::TensorBatches data({x.narrow(0, 0, 64), y.narrow(0, 0, 64)}, {.batch_size = 8});
+  // Validation on the opposite targets: its loss rises as training fits.
+  tk::data::TensorBatches val({x.narrow(0, 64, 32), -y.narrow(0, 64, 32)},
+                              {.batch_size = 8, .shuffle = false});
+  RestoreRun run;
+  run.before_find = whole_parameters(trainer);
+  run.found = tk::finders::lr_find(trainer, tk::task::Regression{}, data,
+                                   {.min_lr = 1e-4, .max_lr = 1.0, .num_steps = 12});
+  run.after_find = whole_parameters(trainer);
+  tk::callbacks::EarlyStopping stopping({.patience = 8});
+  trainer.fit(tk::task::Regression{}, data, {.epochs = 8, .val_data = val}, std::ref(stopping));
+  run.params = whole_parameters(trainer);
+  run.stopping = stopping.state_dict();
+  run.best_epoch = stopping.best_epoch();
+  // Loaded whole (sliced here under full sharding), the best weights come
+  // back after one more epoch that does not beat them.
+  tk::callbacks::EarlyStopping resumed({.patience = 8});
+  resumed.load_state_dict(run.stopping);
+  trainer.fit(tk::task::Regression{}, data, {.epochs = 1, .val_data = val}, std::ref(resumed));
+  run.after_resumed = whole_parameters(trainer);
+  return run;
+}
+
+/// Under full sharding the finder puts each rank's slices back and
+/// EarlyStopping keeps and restores them: both equal DDP's, and
+/// EarlyStopping's checkpoint holds the same whole tensors.
+void restore() {
+  const auto ddp = find_then_stop<par::DDP>(0);
+  const auto full = find_then_stop<par::FullShard>(1);
+  check(full.found.losses.size() == ddp.found.losses.size() && !ddp.found.losses.empty(),
+        "the sweep took the same steps");
+  double sweep = 0;
+  for (size_t i = 0; i < ddp.found.losses.size(); ++i)
+    sweep = std::max(sweep, rel(full.found.losses[i], ddp.found.losses[i]));
+  check(ddp.best_epoch >= 0 && ddp.best_epoch < 7,
+        "the best epoch is not the last: " + std::to_string(ddp.best_epoch));
+  check(full.best_epoch == ddp.best_epoch, "the same best epoch");
+  const double restored = max_rel_diff(full.params, ddp.params);
+  double saved = 0;
+  check(full.stopping.tensors.size() == ddp.stopping.tensors.size(), "the same tensors saved");
+  for (const auto& [name, t] : ddp.stopping.tensors) {
+    const auto& mine = full.stopping.tensors.at(name);
+    check(mine.sizes() == t.sizes(), "saved whole: " + name);
+    saved = std::max(saved, (mine - t).abs().max().item<double>() /
+                                t.abs().max().clamp_min(1e-30).item<double>());
+  }
+  std::printf(
+      "rank %d of %d: FullShard vs DDP: lr_find's losses %.3g, restored best weights %.3g, "
+      "EarlyStopping's saved weights %.3g (max relative differences); best epoch %lld\n",
+      rank_env(), world_env(), sweep, restored, saved, static_cast<long long>(ddp.best_epoch));
+  check(sweep <= 1e-6 && restored <= 1e-6 && saved <= 1e-6, "FullShard equals DDP within 1e-6");
+  for (const auto* run : {&ddp, &full}) {
+    check(max_rel_diff(run->after_find, run->before_find) == 0, "lr_find put the weights back");
+    check(max_rel_diff(run->after_resumed, run->params) == 0,
+          "a loaded EarlyStopping put its best weights back");
+  }
+}
+
+// ---- FSDP's mixed precision ----
+struct MixedRun {
+  Params params;
+  std::vector<double> losses, norms;
+  at::ScalarType weight_dtype_in_forward = at::kFloat;
+};
+
+/// DeepMlp under bf16 autocast, 6 steps of AdamW clipped at 1.0.
+template <class Par>
+MixedRun train_mlp_bf16(int port_offset, const par::FullShard::MixedPrecision& mixed = {}) {
+  DeepMlp net;
+  auto options = delayed(port_offset);
+  options.bucket_mb = kBucketMb;
+  auto parallel = options_for<Par>(options, par::wrap::of_type<torch::nn::Linear>());
+  if constexpr (std::is_base_of_v<par::FullShard, Par>) parallel.mixed_precision = mixed;
+  tk::Trainer<tk::optim::AdamW, tk::sched::Constant, tk::precision::Bf16, tk::accumulate::None,
+              tk::clip::Norm, Par>
+      trainer(net, {.optim = {.lr = 1e-3}, .clip = {.max_norm = 1.0}, .parallel = parallel});
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(30 + rank_env());
+  std::vector<tk::data::Batch> data;
+  for (int i = 0; i < 6; ++i) data.push_back({at::randn({16, 64}, gen), at::randn({16, 1}, gen)});
+  MixedRun run;
+  trainer.fit(tk::task::Regression{}, data, {.data_is_per_rank = true},
+              tk_test::StepRecord{&run.losses, &run.norms});
+  run.weight_dtype_in_forward = net->first_weight_dtype;
+  run.params = whole_parameters(trainer);
+  return run;
+}
+
+/// Units gathered in bf16 with gradients reduced in fp32 train as DDP
+/// under bf16 autocast does: autocast casts each Linear's fp32 weights to
+/// bf16 as the gather does, and their gradients come back from bf16 as
+/// ours do. The shards stay fp32 master weights; bf16 reductions are
+/// refused where the backend has none (Gloo in LibTorch 1.13); a forward
+/// without autocast to param_dtype is refused by name.
+void mixed_precision() {
+  const auto ddp = train_mlp_bf16<par::DDP>(0);
+  const par::FullShard::MixedPrecision bf16_fp32{.param_dtype = at::kBFloat16,
+                                                 .reduce_dtype = at::kFloat};
+  const auto mixed = train_mlp_bf16<par::FullShard>(1, bf16_fp32);
+  double loss = 0;
+  for (size_t s = 0; s < ddp.losses.size(); ++s)
+    loss = std::max(loss, rel(mixed.losses[s], ddp.losses[s]));
+  const double params = max_rel_diff(mixed.params, ddp.params);
+  std::printf(
+      "rank %d of %d: FullShard (bf16 gathers, fp32 reductions) vs DDP under bf16 autocast, "
+      "6 steps: losses %.3g, parameters %.3g (max relative differences)\n",
+      rank_env(), world_env(), loss, params);
+  // Two ranks sum a + b as DDP does: bitwise. On three the sums' order
+  // differs; bf16 gradients cancel to exactly zero in one order and not
+  // in the other, where AdamW's first step is then lr * g / (|g| + eps)
+  // (1.1e-5 relative, 1.5e-6 absolute, in a few elements of 16384).
+  const double tolerance = world_env() == 2 ? 0.0 : 2e-5;
+  check(mixed.losses.size() == 6 && loss <= std::min(tolerance, 1e-6) && params <= tolerance,
+        "FullShard in bf16 with fp32 reductions equals DDP under bf16 autocast (bitwise on 2 "
+        "ranks; 3: losses within 1e-6, parameters 2e-5)");
+  check(mixed.weight_dtype_in_forward == at::kBFloat16, "the forward saw bf16 weights");
+  check(ddp.weight_dtype_in_forward == at::kFloat, "DDP's forward saw its fp32 weights");
+  double off_bf16 = 0;
+  for (const auto& item : mixed.params) {
+    check(item.value().scalar_type() == at::kFloat, "gathered whole in fp32: " + item.key());
+    const auto& p = item.value();
+    off_bf16 =
+        std::max(off_bf16, (p - p.to(at::kBFloat16).to(at::kFloat)).abs().max().item<double>());
+  }
+  check(off_bf16 > 0, "the master weights are not rounded to bf16");
+
+  // reduce_dtype unset: param_dtype's, as in FSDP.
+  const par::FullShard::MixedPrecision bf16{.param_dtype = at::kBFloat16};
+#if TORCH_VERSION_MAJOR >= 2
+  const auto low = train_mlp_bf16<par::FullShard>(2, bf16);
+  double low_loss = 0;
+  for (size_t s = 0; s < ddp.losses.size(); ++s)
+    low_loss = std::max(low_loss, rel(low.losses[s], ddp.losses[s]));
+  std::printf("rank %d of %d: bf16 reductions vs DDP: losses %.3g\n", rank_env(), world_env(),
+              low_loss);
+  check(low_loss > 0 && low_loss <= 2e-2, "bf16 reductions round the gradients, within 2%");
+#else
+  try {
+    train_mlp_bf16<par::FullShard>(2, bf16);
+    check(false, "bf16 reductions on Gloo in LibTorch 1.13 are refused");
+  } catch (const tk::Error& e) {
+    const std::string what = e.what();
+    check(what.find("parallel.mixed_precision.reduce_dtype") != std::string::npos &&
+              what.find("BFloat16") != std::string::npos && what.find("gloo") != std::string::npos,
+          "the error names the option, the dtype and the backend: " + what);
+  }
+#endif
+  try {  // no autocast
+    DeepMlp net;
+    tk::Trainer<tk::optim::AdamW, tk::sched::Constant, tk::precision::Fp32, tk::accumulate::None,
+                tk::clip::None, par::FullShard>
+        trainer(net, {.parallel = {.group = worker::ddp_options(3),
+                                   .wrap = par::wrap::of_type<torch::nn::Linear>(),
+                                   .mixed_precision = bf16_fp32}});
+    std::vector<tk::data::Batch> data{{at::randn({4, 64}), at::randn({4, 1})}};
+    trainer.fit(tk::task::Regression{}, data, {.data_is_per_rank = true});
+    check(false, "param_dtype without autocast is an error");
+  } catch (const tk::Error& e) {
+    const std::string what = e.what();
+    check(what.find("parallel.mixed_precision.param_dtype") != std::string::npos &&
+              what.find("without autocast") != std::string::npos &&
+              what.find("precision::Bf16") != std::string::npos,
+          "the error names the option and the cure: " + what);
+  }
+  try {
+    par::FullShard refused(
+        {.group = worker::ddp_options(4), .mixed_precision = {.param_dtype = at::kLong}});
+    check(false, "an integer param_dtype is an error");
+  } catch (const tk::Error& e) {
+    check(std::string(e.what()).find("parallel.mixed_precision.param_dtype") != std::string::npos,
+          std::string("the error names the option: ") + e.what());
+  }
+}
+
 // ---- full sharding's units: what a user can get wrong ----
 /// A unit the model's forward never announces is named after the first
 /// step; a module the rule leaves out runs as part of its parent; an empty
@@ -855,11 +1054,13 @@ void units() {
         trainer(net, {.parallel = {.group = worker::ddp_options(4),
                                    .wrap = par::wrap::of_type<torch::nn::Linear>()}});
     std::vector<tk::data::Batch> data{{at::randn({4, 64}), at::randn({4, 1})}};
-    trainer.fit(tk::task::Regression{}, data, {.val_data = data, .data_is_per_rank = true},
-                tk::callbacks::EarlyStopping{});
-    check(false, "EarlyStopping restoring weights under FullShard is an error");
+    trainer.fit(tk::task::Regression{}, data, {.data_is_per_rank = true},
+                tk::callbacks::TensorBoard(
+                    {.dir = std::filesystem::temp_directory_path() / "trainkit_units_tb",
+                     .histogram_every = 1}));
+    check(false, "TensorBoard histograms under FullShard are an error");
   } catch (const tk::Error& e) {
-    check(std::string(e.what()).find("callbacks::EarlyStopping (restore_best_weights) reads the "
+    check(std::string(e.what()).find("callbacks::TensorBoard (histogram_every) reads the "
                                      "model's whole weights") != std::string::npos,
           std::string("the error names the callback: ") + e.what());
   }
@@ -888,6 +1089,8 @@ int main(int argc, char** argv) {
                       {"memory", memory},
                       {"unused", unused},
                       {"units", units},
+                      {"mixed_precision", mixed_precision},
+                      {"restore", restore},
                       {"hybrid", hybrid},
                       {"resume", resume_here},
                       {"ema", ema_here},

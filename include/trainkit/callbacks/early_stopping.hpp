@@ -2,11 +2,17 @@
 // callbacks::EarlyStopping: stop once a monitored epoch metric has gone
 // `patience` epochs without improving by more than `min_delta` (Keras and
 // Lightning semantics); optionally put the best weights back at the end.
+// Under full sharding each rank keeps the best of its own slices
+// (TrainState::parameter_shards) and puts them back; state_dict gathers
+// them whole, so a checkpoint is the same under every strategy.
 #include <torch/nn/module.h>
 #include <torch/types.h>
 
 #include <cmath>
 #include <limits>
+#include <map>
+#include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -38,8 +44,11 @@ class EarlyStopping {
   }
 
   void on_fit_begin(TrainState& state) {
-    if (options_.restore_best_weights)
-      state.require_whole_parameters("callbacks::EarlyStopping (restore_best_weights)");
+    shards_.reset();
+    if (options_.restore_best_weights && state.parameters_sharded()) {
+      shards_ = state.parameter_shards();
+      if (!best_weights_.empty()) shard_loaded(state.model());
+    }
   }
 
   void on_epoch_end(TrainState& state) {
@@ -57,11 +66,16 @@ class EarlyStopping {
     if (options_.restore_best_weights && !best_weights_.empty()) restore(state.model());
   }
 
+  /// Under full sharding a collective (the best slices gathered whole):
+  /// every rank calls it.
   StateDict state_dict() const {
     StateDict d;
     d.values = {{"best", monitor_.best()}, {"best_epoch", best_epoch_}, {"wait", wait_}};
+    std::map<std::string, at::Tensor> whole;
+    if (!best_shards_.empty()) whole = shards_->gather(best_shards_);
     for (size_t i = 0; i < best_weights_.size(); ++i) {
-      d.tensors["best." + std::to_string(i)] = best_weights_[i];
+      d.tensors["best." + std::to_string(i)] =
+          best_weights_[i].defined() ? best_weights_[i] : whole.at(names_[i]);
     }
     return d;
   }
@@ -89,27 +103,67 @@ class EarlyStopping {
     for (auto& b : model.buffers()) all.push_back(b);
     return all;
   }
+  // The sharded parameters' names, by position in tensors(model); "" for
+  // the tensors that are whole on every rank.
+  std::vector<std::string> sharded_names(torch::nn::Module& model) const {
+    std::vector<std::string> out(tensors(model).size());
+    if (!shards_) return out;
+    const std::set<std::string> sharded(shards_->names.begin(), shards_->names.end());
+    size_t i = 0;
+    for (const auto& p : model.named_parameters()) {
+      if (sharded.count(p.key())) out[i] = p.key();
+      ++i;
+    }
+    return out;
+  }
   void snapshot(torch::nn::Module& model) {
     torch::NoGradGuard no_grad;
     const auto current = tensors(model);
     if (best_weights_.empty()) {
-      for (const auto& t : current) best_weights_.push_back(t.detach().clone());
-    } else {
-      for (size_t i = 0; i < current.size(); ++i) best_weights_[i].copy_(current[i]);
+      names_ = sharded_names(model);
+      for (size_t i = 0; i < current.size(); ++i)
+        best_weights_.push_back(names_[i].empty() ? current[i].detach().clone() : at::Tensor());
+      if (shards_)
+        for (const auto& t : shards_->live) best_shards_.push_back(t.detach().clone());
+      return;
     }
+    for (size_t i = 0; i < current.size(); ++i)
+      if (best_weights_[i].defined()) best_weights_[i].copy_(current[i]);
+    for (size_t g = 0; g < best_shards_.size(); ++g) best_shards_[g].copy_(shards_->live[g]);
   }
-  // copy_ into the live tensors keeps them views of the trainer's flat buffer.
+  // copy_ into the live tensors keeps them views of the trainer's flat
+  // buffer (or of the shard the next forward gathers).
   void restore(torch::nn::Module& model) {
     torch::NoGradGuard no_grad;
     const auto current = tensors(model);
-    for (size_t i = 0; i < current.size(); ++i) current[i].copy_(best_weights_[i]);
+    for (size_t i = 0; i < current.size(); ++i)
+      if (best_weights_[i].defined()) current[i].copy_(best_weights_[i]);
+    for (size_t g = 0; g < best_shards_.size(); ++g) shards_->live[g].copy_(best_shards_[g]);
+  }
+  // Whole best weights from a checkpoint: the sharded ones become this rank's slices.
+  void shard_loaded(torch::nn::Module& model) {
+    names_ = sharded_names(model);
+    detail::require_option(
+        names_.size() == best_weights_.size(), "EarlyStopping's best weights",
+        std::to_string(best_weights_.size()) + " tensors",
+        "one per parameter and buffer of the model: " + std::to_string(names_.size()));
+    std::map<std::string, at::Tensor> whole;
+    for (size_t i = 0; i < names_.size(); ++i) {
+      if (names_[i].empty()) continue;
+      whole[names_[i]] = best_weights_[i];
+      best_weights_[i] = at::Tensor();
+    }
+    best_shards_ = shards_->slice(whole);
   }
 
   Options options_;
   Monitor monitor_{"early_stopping", options_.monitor, options_.mode, options_.min_delta};
   int64_t best_epoch_ = -1;
   int64_t wait_ = 0;
-  std::vector<at::Tensor> best_weights_;
+  std::vector<at::Tensor> best_weights_;  ///< per tensor of the model; none where sharded
+  std::vector<at::Tensor> best_shards_;   ///< under full sharding: this rank's slices
+  std::vector<std::string> names_;        ///< sharded_names() when the snapshot began
+  std::optional<TrainState::ParameterShards> shards_;  ///< under full sharding
 };
 
 }  // namespace trainkit::callbacks

@@ -248,6 +248,17 @@ class DDP {
     bool ready;
   };
 
+  /// Hooks `slot`'s accumulator again if its parameter has a new one:
+  /// set_data to another dtype makes one (full sharding's mixed precision).
+  void rehook(size_t slot) {
+    auto acc = torch::autograd::impl::grad_accumulator(slots_[slot].param);
+    auto& [hooked, key] = hooks_[slot];
+    if (!acc || acc == hooked) return;  // none: frozen
+    hooked->del_post_hook(key);
+    hooked = std::move(acc);
+    key = hooked->add_post_hook(ready_hook(slot));
+  }
+
   /// Starts bucket `index`'s collective, all its gradients in: DDP divides
   /// by the world size and all-reduces the slice in place.
   virtual void start_bucket(size_t index) {
@@ -357,13 +368,16 @@ class DDP {
 
   void hook(size_t slot) {
     auto acc = torch::autograd::impl::grad_accumulator(slots_[slot].param);
-    const auto key = acc->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
+    const auto key = acc->add_post_hook(ready_hook(slot));
+    hooks_.push_back({std::move(acc), key});
+  }
+  std::unique_ptr<torch::autograd::FunctionPostHook> ready_hook(size_t slot) {
+    return std::make_unique<torch::autograd::utils::LambdaPostHook>(
         [this, slot](const torch::autograd::variable_list& outputs,
                      const torch::autograd::variable_list&) {
           if (!deferred_) on_grad_ready(slot);
           return outputs;
-        }));
-    hooks_.push_back({std::move(acc), key});
+        });
   }
 
   void remove_hooks() {

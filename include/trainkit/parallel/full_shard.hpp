@@ -23,6 +23,11 @@
 //   The parameters point at empty tensors at rest (set_data keeps their
 //   autograd identity): whole parameters outside a step are read inside
 //   gather_parameters() (checkpoints do).
+// - Mixed precision (FSDP's MixedPrecision): a unit can be gathered in a
+//   narrower dtype than its shards (param_dtype), into a second buffer per
+//   flat group, and its gradients reduced in another (reduce_dtype). The
+//   shards stay in the parameters' own dtype: fp32 master weights for the
+//   optimizer, checkpoints and gather_parameters().
 #include <c10/core/Allocator.h>
 #include <c10/util/ScopeExit.h>
 #include <torch/csrc/autograd/grad_mode.h>
@@ -37,6 +42,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "trainkit/detail/compat.hpp"
 #include "trainkit/parallel/shard_grad_op.hpp"
 #include "trainkit/parallel/unit.hpp"
 #include "trainkit/parallel/wrap.hpp"
@@ -48,12 +54,27 @@ class FullShard : public ShardGradOp, private UnitRunner {
   static constexpr const char* stable_name(std::type_identity<FullShard>) {
     return "trainkit::parallel::FullShard";
   }
+  /// FSDP's MixedPrecision knobs; unset, a unit computes and reduces in
+  /// its parameters' own dtype.
+  struct MixedPrecision {
+    /// The dtype units are gathered in and run forward and backward in (at
+    /// bf16 half the gathers' bytes). The forward must run under autocast
+    /// to it: precision::Bf16 for at::kBFloat16, Fp16 for at::kHalf.
+    std::optional<at::ScalarType> param_dtype{};
+    /// The dtype gradients are reduce-scattered in; unset: param_dtype, as
+    /// in FSDP. at::kFloat sums low-precision gradients without rounding.
+    std::optional<at::ScalarType> reduce_dtype{};
+  };
   struct Options {
     DDP::Options group{};                ///< the process group, buckets and hooks (DDP's)
     wrap::Rule wrap = wrap::children();  ///< which modules are units
+    MixedPrecision mixed_precision{};
   };
   FullShard() : FullShard(Options{}) {}
-  explicit FullShard(const Options& o) : ShardGradOp(checked(o).group), wrap_(o.wrap) {}
+  explicit FullShard(const Options& o)
+      : ShardGradOp(checked(o).group), wrap_(o.wrap), param_dtype_(o.mixed_precision.param_dtype) {
+    reduce_dtype_ = o.mixed_precision.reduce_dtype ? o.mixed_precision.reduce_dtype : param_dtype_;
+  }
   ~FullShard() override {
     UnitRunner* self = this;
     trainkit::detail::active_unit_runner().compare_exchange_strong(self, nullptr);
@@ -83,13 +104,22 @@ class FullShard : public ShardGradOp, private UnitRunner {
     ShardGradOp::attach(flat);
     full_ = &flat;
     for (auto& u : units_) u.groups.clear(), u.buckets = 0;
+    compute_.clear();
     for (size_t i = 0; i < flat.groups().size(); ++i) {
       auto& g = flat.groups()[i];
       auto& mine = shard().groups()[i];
       mine.data = mine.data.clone();  // the shard's own bytes: the whole buffer's go
       units_[g.unit].groups.push_back(i);
+      const bool narrower = param_dtype_ && *param_dtype_ != g.data.scalar_type();
+      compute_.push_back(narrower ? at::empty_like(g.data, g.data.options().dtype(*param_dtype_))
+                                  : at::Tensor());
     }
-    for (const auto& b : buckets_) ++units_[flat.groups()[b.group].unit].buckets;
+    if (reduce_dtype_) require_reducible(*reduce_dtype_, flat);
+    slots_of_group_.assign(flat.groups().size(), {});
+    for (const auto& b : buckets_) {
+      ++units_[flat.groups()[b.group].unit].buckets;
+      for (const size_t slot : b.params) slots_of_group_[b.group].push_back(slot);
+    }
     for (auto& u : units_) u.state = State::Gathered;
     for (size_t u = 0; u < units_.size(); ++u) release_unit(u);
     UnitRunner* self = this;
@@ -108,8 +138,12 @@ class FullShard : public ShardGradOp, private UnitRunner {
   /// calls it): checkpoints, evaluation by hand, generation. At its end each
   /// rank keeps its slice of what they hold then, and frees the rest.
   auto gather_parameters() {
-    for (size_t u = 0; u < units_.size(); ++u) gather(u);
+    if (pinned_ == 0) {  // units gathered for compute in param_dtype come again whole
+      for (size_t u = 0; u < units_.size(); ++u)
+        if (!units_[u].whole) release_unit(u);
+    }
     ++pinned_;  // forwards inside (sampling, evaluate) free nothing
+    for (size_t u = 0; u < units_.size(); ++u) gather(u);
     return c10::make_scope_exit([this] {
       if (--pinned_ > 0) return;
       for (size_t u = 0; u < units_.size(); ++u) {
@@ -145,6 +179,7 @@ class FullShard : public ShardGradOp, private UnitRunner {
     std::vector<size_t> groups;  ///< its flat groups
     State state = State::Sharded;
     std::vector<ProcessGroup::Work> works;
+    bool whole = true;  ///< gathered in the shards' dtype, not param_dtype
     size_t buckets = 0, buckets_left = 0;
     bool entered = false;  ///< announced through parallel::unit in the first training forward
   };
@@ -183,27 +218,36 @@ class FullShard : public ShardGradOp, private UnitRunner {
     }
   }
 
-  // ---- a flat group's bytes ----
-  void free_bytes(size_t g) {
-    auto& group = full_->groups()[g];
-    for (auto& p : group.params) p.set_data(at::empty({0}, p.options()));
-    auto* storage = group.data.storage().unsafeGetStorageImpl();
-    storage->set_data_ptr_noswap(c10::DataPtr(nullptr, group.data.device()));
+  // ---- a flat group's bytes: whole (`data`) or in param_dtype (`compute_`) ----
+  at::Tensor& buffer(size_t g, bool whole) {
+    return whole || !compute_[g].defined() ? full_->groups()[g].data : compute_[g];
+  }
+  static void free_storage(const at::Tensor& buffer) {
+    auto* storage = buffer.storage().unsafeGetStorageImpl();
+    storage->set_data_ptr_noswap(c10::DataPtr(nullptr, buffer.device()));
     storage->set_nbytes(0);
   }
-  void allocate_bytes(size_t g) {
+  /// The parameters keep the dtype they were gathered in (a new dtype would
+  /// make their gradient accumulators anew, between forward and backward).
+  void free_bytes(size_t g, bool whole) {
     auto& group = full_->groups()[g];
-    auto* storage = group.data.storage().unsafeGetStorageImpl();
-    const size_t bytes = size_t(group.data.numel()) * group.data.element_size();
+    for (auto& p : group.params) p.set_data(at::empty({0}, buffer(g, whole).options()));
+    free_storage(group.data);
+    if (compute_[g].defined()) free_storage(compute_[g]);
+  }
+  static void allocate_storage(const at::Tensor& buffer) {
+    auto* storage = buffer.storage().unsafeGetStorageImpl();
+    const size_t bytes = size_t(buffer.numel()) * buffer.element_size();
     // the device's allocator now (a storage's own may be a meter since gone)
-    storage->set_data_ptr_noswap(c10::GetAllocator(group.data.device().type())->allocate(bytes));
+    storage->set_data_ptr_noswap(c10::GetAllocator(buffer.device().type())->allocate(bytes));
     storage->set_nbytes(bytes);
   }
-  void point_params(size_t g) {
+  void point_params(size_t g, bool whole) {
     auto& group = full_->groups()[g];
+    const auto& from = buffer(g, whole);
     for (size_t k = 0; k < group.params.size(); ++k)
       group.params[k].set_data(
-          group.data.as_strided(group.views[k].sizes, group.views[k].strides, group.offsets[k]));
+          from.as_strided(group.views[k].sizes, group.views[k].strides, group.offsets[k]));
   }
 
   // ---- units ----
@@ -212,9 +256,10 @@ class FullShard : public ShardGradOp, private UnitRunner {
     if (unit.state != State::Sharded) return;
     if (options_.before_collective) options_.before_collective("all-gather of unit " + label(u));
     torch::NoGradGuard no_grad;
+    unit.whole = !param_dtype_ || pinned_ > 0;  // gather_parameters() reads the shards' dtype
     for (const size_t g : unit.groups) {
-      allocate_bytes(g);
-      auto& data = full_->groups()[g].data;
+      auto& data = buffer(g, unit.whole);
+      allocate_storage(data);
       const int64_t numel = data.numel();
       const auto [begin, end] = FlatParams::shard_range(numel, shard_rank(), shard_count());
       data.narrow(0, begin, end - begin).copy_(shard().groups()[g].data);
@@ -231,7 +276,11 @@ class FullShard : public ShardGradOp, private UnitRunner {
     if (unit.state != State::Gathering) return;
     for (auto& w : unit.works) shards_->wait(w, "all-gather of unit " + label(u));
     unit.works.clear();
-    for (const size_t g : unit.groups) point_params(g);
+    for (const size_t g : unit.groups) {
+      point_params(g, unit.whole);
+      // Into or out of param_dtype: the parameters have new accumulators.
+      for (const size_t slot : slots_of_group_[g]) rehook(slot);
+    }
     unit.state = State::Gathered;
   }
   void release_unit(size_t u) {
@@ -239,7 +288,7 @@ class FullShard : public ShardGradOp, private UnitRunner {
     if (unit.state == State::Sharded || pinned_ > 0) return;
     for (auto& w : unit.works) shards_->wait(w, "all-gather of unit " + label(u));
     unit.works.clear();
-    for (const size_t g : unit.groups) free_bytes(g);
+    for (const size_t g : unit.groups) free_bytes(g, unit.whole);
     unit.state = State::Sharded;
   }
   void write_back(size_t u) {
@@ -257,6 +306,7 @@ class FullShard : public ShardGradOp, private UnitRunner {
     const auto found = index_.find(&m);
     if (found == index_.end()) return;  // a module the rule left out: part of its parent's unit
     const size_t u = found->second;
+    if (param_dtype_ && pinned_ == 0 && !in_backward_) require_autocast();
     if (recording_ && !units_[u].entered) {
       order_.push_back(u);
       units_[u].entered = true;
@@ -324,7 +374,44 @@ class FullShard : public ShardGradOp, private UnitRunner {
     trainkit::detail::require_option(
         static_cast<bool>(o.wrap), "parallel.wrap", "an empty rule",
         "a rule: parallel::wrap::children(), names({...}), of_type<M>() or a predicate");
+    const auto floating = [](const char* option, const std::optional<at::ScalarType>& dtype) {
+      trainkit::detail::require_option(
+          !dtype || at::isFloatingType(*dtype), option, dtype ? c10::toString(*dtype) : "",
+          "a floating dtype (at::kBFloat16, at::kHalf, at::kFloat), or unset");
+    };
+    floating("parallel.mixed_precision.param_dtype", o.mixed_precision.param_dtype);
+    floating("parallel.mixed_precision.reduce_dtype", o.mixed_precision.reduce_dtype);
     return o;
+  }
+  /// Gloo in LibTorch 1.13 reduces no bfloat16: a one-element reduction
+  /// finds out, on every rank alike, before training starts.
+  void require_reducible(at::ScalarType dtype, const FlatParams& flat) {
+    if (flat.groups().empty()) return;
+    try {
+      shards_->all_reduce(at::zeros({1}, flat.groups()[0].data.options().dtype(dtype)),
+                          "trial reduction in parallel.mixed_precision.reduce_dtype");
+    } catch (const std::exception& e) {
+      trainkit::detail::require_option(
+          false, "parallel.mixed_precision.reduce_dtype", c10::toString(dtype),
+          std::string("a dtype the ") + shards_->backend() +
+              " process group reduces, as at::kFloat (it answered: " + e.what() + ")");
+    }
+  }
+  /// Units gathered in param_dtype meet the model's inputs and buffers in
+  /// their own dtype: autocast to param_dtype reconciles them.
+  void require_autocast() const {
+    const auto device = full_->groups().front().data.device().type();
+    if (trainkit::detail::autocast_enabled(device) &&
+        trainkit::detail::autocast_dtype(device) == *param_dtype_)
+      return;
+    trainkit::detail::require_option(
+        false, "parallel.mixed_precision.param_dtype", c10::toString(*param_dtype_),
+        std::string("a dtype the forward autocasts to; this forward runs ") +
+            (trainkit::detail::autocast_enabled(device)
+                 ? std::string("under autocast to ") +
+                       c10::toString(trainkit::detail::autocast_dtype(device))
+                 : std::string("without autocast")) +
+            ": use precision::Bf16 for at::kBFloat16, Fp16 for at::kHalf");
   }
   std::optional<size_t> neighbour(size_t u, int step) const {
     const auto at = std::find(order_.begin(), order_.end(), u);
@@ -339,6 +426,9 @@ class FullShard : public ShardGradOp, private UnitRunner {
   std::unordered_map<std::string, size_t> unit_of_;
   std::unordered_map<const torch::nn::Module*, size_t> index_;
   FlatParams* full_ = nullptr;
+  std::optional<at::ScalarType> param_dtype_;
+  std::vector<at::Tensor> compute_;  ///< per flat group: its buffer in param_dtype, or none
+  std::vector<std::vector<size_t>> slots_of_group_;  ///< DDP's slots, per flat group
   std::vector<size_t> order_;  ///< units in the first training forward's order
   bool recording_ = false, recorded_ = false, in_backward_ = false;
   int pinned_ = 0;  ///< open gather_parameters() scopes

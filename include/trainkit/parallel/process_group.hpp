@@ -131,8 +131,10 @@ class ProcessGroup {
     return pg_->allreduce(tensors, o);
   }
   /// Starts an in-place broadcast of one contiguous tensor from `root`.
+  /// A copy moves bits, so bfloat16 travels as float16, its width (Gloo in
+  /// LibTorch 1.13 has no bfloat16, nor int16).
   Work broadcast_async(const at::Tensor& t, int root) {
-    std::vector<at::Tensor> tensors{t};
+    std::vector<at::Tensor> tensors{t.scalar_type() == at::kBFloat16 ? t.view(at::kHalf) : t};
     c10d::BroadcastOptions o;
     o.rootRank = root;
     o.timeout = timeout_;

@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <deque>
 #include <exception>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -100,7 +101,7 @@ class ShardGradOp : public ZeroSharded {
     auto& grad = slot.param.mutable_grad();
     if (!grad.defined()) return;
     auto& b = buckets_[slot.bucket];
-    if (!b.grad.defined()) b.grad = at::zeros({b.end - b.begin}, slot.param.options());
+    if (!b.grad.defined()) b.grad = at::zeros({b.end - b.begin}, bucket_options(slot.param));
     // The parameter's layout in the flat buffers (channels-last strides included).
     auto into = b.grad.as_strided(slot.param.sizes(), slot.param.strides(), slot.offset - b.begin);
     if (grad.is_sparse()) {  // an Embedding's sparse gradient
@@ -114,7 +115,7 @@ class ShardGradOp : public ZeroSharded {
   void start_bucket(size_t index) override {
     auto& b = buckets_[index];
     if (!b.grad.defined()) {  // no parameter in it got a gradient
-      b.grad = at::zeros({b.end - b.begin}, slots_[b.params.front()].param.options());
+      b.grad = at::zeros({b.end - b.begin}, bucket_options(slots_[b.params.front()].param));
     }
     if (in_flight_.size() == kMaxInFlight) fold_oldest();
     if (options_.before_collective) options_.before_collective(b.name);
@@ -129,6 +130,13 @@ class ShardGradOp : public ZeroSharded {
   }
 
   std::exception_ptr deferred_error_;  ///< thrown by the next finish_sync
+  /// The dtype gradients are reduced in (FullShard's mixed precision);
+  /// unset: the parameter's as backward made it.
+  std::optional<at::ScalarType> reduce_dtype_;
+
+  at::TensorOptions bucket_options(const at::Tensor& param) const {
+    return reduce_dtype_ ? param.options().dtype(*reduce_dtype_) : param.options();
+  }
 
  private:
   static constexpr size_t kMaxInFlight = 2;

@@ -43,16 +43,10 @@ void fit_steps(TrainerT& trainer, TaskT&& task, Data&& data, int64_t steps, int6
 /// A copy of what training changes, put back by restore().
 template <class TrainerT>
 class Snapshot {
-  static_assert(
-      !requires(TrainerT & x) { x.parallel().unit_of(); },
-      "trainkit: the finders do not run under parallel::FullShard, whose parameters are "
-      "shards between steps: find the learning rate or batch size under parallel::DDP "
-      "or ShardGradOp, then train fully sharded");
-
  public:
   explicit Snapshot(TrainerT& t) : trainer_(t) {
     torch::NoGradGuard no_grad;
-    for (const auto& g : t.flat_params().groups()) params_.push_back(host_copy(g.data));
+    for (const auto& g : weights(t)) params_.push_back(host_copy(g.data));
     for (const auto& b : t.model().buffers()) buffers_.push_back(host_copy(b));
     if constexpr (HasStateDict<std::remove_reference_t<decltype(t.optimizer())>>)
       optim_ = cloned(t.optimizer().state_dict());
@@ -63,7 +57,7 @@ class Snapshot {
   }
   void restore() {
     torch::NoGradGuard no_grad;
-    auto groups = trainer_.flat_params().groups();
+    auto groups = weights(trainer_);
     for (size_t i = 0; i < params_.size(); ++i) groups[i].data.copy_(params_[i]);
     const auto buffers = trainer_.model().buffers();
     for (size_t i = 0; i < buffers_.size(); ++i) buffers[i].copy_(buffers_[i]);
@@ -77,6 +71,15 @@ class Snapshot {
   }
 
  private:
+  // The flat buffers that hold the weights between steps: under full
+  // sharding this rank's shard (the whole buffers are empty then).
+  static auto weights(TrainerT& t) {
+    if constexpr (requires { t.parallel().unit_of(); }) {
+      return t.parallel().shard().groups();
+    } else {
+      return t.flat_params().groups();
+    }
+  }
   static at::Tensor host_copy(const at::Tensor& t) {
     return t.detach().to(at::kCPU, /*non_blocking=*/false, /*copy=*/true);
   }
