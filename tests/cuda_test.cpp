@@ -10,6 +10,8 @@
 #include <trainkit/io.hpp>
 #include <trainkit/memory.hpp>
 #include <trainkit/parallel/ddp.hpp>
+#include <trainkit/parallel/full_shard.hpp>
+#include <trainkit/parallel/shard_grad_op.hpp>
 #include <trainkit/trainkit.hpp>
 
 #include <algorithm>
@@ -226,6 +228,45 @@ TEST_CASE("NCCL with one rank: DDP trains exactly as one device") {
   ddp.fit(task::Classification{}, data, {.epochs = 2});
   const auto a = one.model().parameters(), b = ddp.model().parameters();
   for (size_t i = 0; i < a.size(); ++i) CHECK(tk_test::max_rel_error(b[i], a[i]) < 1e-6);
+}
+
+TEST_CASE("NCCL with one rank: ShardGradOp and FullShard train as DDP, in bf16 gathers too") {
+  REQUIRE_CUDA();
+  // The sharding strategies' collectives over NCCL (a reduce per owner, a
+  // broadcast per slice) on the GPU; FullShard's mixed precision gathers
+  // the Mlp's Linear weights in bf16, as bf16 autocast casts DDP's.
+  const auto data = batches(10);
+  const auto train = [&]<class Par, class Prec>(std::type_identity<Par>, std::type_identity<Prec>,
+                                                const typename Par::Options& parallel) {
+    using T = Trainer<optim::AdamW, sched::Constant, Prec, accumulate::None, clip::Norm, Par>;
+    torch::manual_seed(5);
+    T t(tk_test::Mlp(16, 32, 4),
+        {.optim = {.lr = 1e-2}, .clip = {.max_norm = 1.0}, .parallel = parallel});
+    t.fit(task::Classification{}, data, {.epochs = 2});
+    [[maybe_unused]] auto whole = parallel::gathered_parameters(t.parallel());
+    std::vector<at::Tensor> out;
+    for (const auto& p : t.model().parameters()) out.push_back(p.detach().clone());
+    return out;
+  };
+  const auto compare = [](const std::vector<at::Tensor>& got, const std::vector<at::Tensor>& want) {
+    REQUIRE(got.size() == want.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      CHECK((got[i].scalar_type() == at::kFloat));
+      CHECK(tk_test::max_rel_error(got[i], want[i]) < 1e-6);
+    }
+  };
+  using Fp32 = std::type_identity<precision::Fp32>;
+  using Bf16 = std::type_identity<precision::Bf16>;
+  const parallel::FullShard::Options root_only{.group = nccl_one_rank(),
+                                               .wrap = parallel::wrap::names({})};
+  const auto ddp = train(std::type_identity<parallel::DDP>{}, Fp32{}, nccl_one_rank());
+  compare(train(std::type_identity<parallel::ShardGradOp>{}, Fp32{}, nccl_one_rank()), ddp);
+  compare(train(std::type_identity<parallel::FullShard>{}, Fp32{}, root_only), ddp);
+  auto mixed = root_only;
+  mixed.group.rendezvous.master_port = tk_test::free_port();
+  mixed.mixed_precision = {.param_dtype = at::kBFloat16, .reduce_dtype = at::kFloat};
+  compare(train(std::type_identity<parallel::FullShard>{}, Bf16{}, mixed),
+          train(std::type_identity<parallel::DDP>{}, Bf16{}, nccl_one_rank()));
 }
 
 TEST_CASE("NCCL with one rank: a captured DDP step equals the eager one") {

@@ -161,6 +161,20 @@ TEST_CASE("a damaged, partial or foreign sharded checkpoint is refused, naming t
     // nor is it a candidate in its run folder
     CHECK(io::checkpoint_folder::newest_candidates(dir).empty());
   }
+  SUBCASE("removed (ModelCheckpoint's pruning): out of the *.ckpt names before its files go") {
+    // A kill while its files went left a step-*.ckpt folder without an
+    // index (test_io's sharded kill test met it); now the folder is renamed
+    // first, and a leftover of such a removal goes with the next one.
+    const auto leftover = io::checkpoint_folder::removal_folder(ckpt);
+    std::filesystem::create_directories(leftover / "half");
+    CHECK(leftover.extension() != ".ckpt");
+    io::checkpoint_folder::remove_checkpoint(ckpt);
+    CHECK(!std::filesystem::exists(ckpt));
+    CHECK(!std::filesystem::exists(leftover));
+    std::ofstream(dir / "step-9.ckpt") << "a file";
+    io::checkpoint_folder::remove_checkpoint(dir / "step-9.ckpt");
+    CHECK(!std::filesystem::exists(dir / "step-9.ckpt"));
+  }
   SUBCASE("an index that is not one") {
     std::ofstream(ckpt / io::checkpoint_folder::kShardedIndex) << "{\"tensors\": 3}";
     CHECK(resume_error(ckpt).find("not a sharded checkpoint's index") != std::string::npos);

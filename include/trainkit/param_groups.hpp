@@ -41,6 +41,9 @@ struct GroupOptions {
   std::optional<double> momentum{}, dampening{};  ///< SGD
   std::optional<bool> nesterov{};                 ///< SGD
   std::optional<bool> muon{};  ///< optim::Muon: orthogonalise this group's matrices (else AdamW)
+  /// optim::Lamb, Lars: scale each parameter's step by its trust ratio (the
+  /// papers leave biases and norms out: params::no_trust_ratio()).
+  std::optional<bool> trust_ratio{};
   std::optional<double> min_lr{};  ///< the schedule's floor for this group (ReduceLROnPlateau)
   /// the schedule's peak for this group (OneCycle; PyTorch's max_lr list).
   /// Unset: sched.max_lr, or this group's lr when sched.max_lr is 0.
@@ -123,6 +126,16 @@ inline ParamGroup no_weight_decay(bool embeddings = false) {
   auto select = below_2d();
   if (embeddings) select = any_of(std::move(select), in_module<torch::nn::EmbeddingImpl>());
   return {"no_weight_decay", std::move(select), {.weight_decay = 0.0}};
+}
+
+/// Biases and normalisation layers (and embeddings if asked) without weight
+/// decay and without the trust ratio of optim::Lamb and Lars, as their
+/// papers and implementations exclude them.
+inline ParamGroup no_trust_ratio(bool embeddings = false) {
+  auto group = no_weight_decay(embeddings);
+  group.name = "no_trust_ratio";
+  group.options.trust_ratio = false;
+  return group;
 }
 
 /// The layer of a parameter for layer_decay: 0 for the embeddings, 1..layers

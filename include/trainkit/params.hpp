@@ -10,6 +10,7 @@
 #include <torch/nn/module.h>
 #include <torch/types.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -39,6 +40,9 @@ struct FlatGroup {
     std::vector<int64_t> sizes, strides;
   };
   std::vector<View> views;
+  /// Each parameter's elements in `data`, in order: all of them, or in a
+  /// shard (FlatParams::shard) those its slice holds (0 where it holds none).
+  std::vector<int64_t> param_lengths;
   size_t param_group = 0;  ///< index into FlatParams::param_groups()
   size_t unit = 0;         ///< the sharding unit (parallel::FullShard); 0 elsewhere
 
@@ -223,6 +227,10 @@ TRAINKIT_INLINE FlatParams FlatParams::shard(int rank, int world) const {
     FlatGroup s;
     s.data = g.data.narrow(0, begin, end - begin);
     s.grad = g.grad.narrow(0, begin, end - begin);
+    for (size_t k = 0; k < g.offsets.size(); ++k) {
+      const int64_t first = g.offsets[k], last = first + g.param_lengths[k];
+      s.param_lengths.push_back(std::max<int64_t>(0, std::min(last, end) - std::max(first, begin)));
+    }
     s.param_group = g.param_group;
     s.unit = g.unit;
     out.groups_.push_back(std::move(s));
@@ -270,6 +278,7 @@ TRAINKIT_INLINE void FlatParams::flatten(FlatGroup& g, at::MemoryFormat format) 
   int64_t total = 0;
   for (const auto& p : g.params) {
     g.offsets.push_back(total);
+    g.param_lengths.push_back(p.numel());
     total += p.numel();
   }
   const auto options = g.params.front().options();

@@ -14,6 +14,8 @@
 #include <trainkit/io/checkpoint.hpp>
 #include <trainkit/io/weights.hpp>
 #include <trainkit/memory.hpp>
+#include <trainkit/optim/lamb.hpp>
+#include <trainkit/optim/lars.hpp>
 #include <trainkit/parallel/ddp.hpp>
 #include <trainkit/parallel/full_shard.hpp>
 #include <trainkit/parallel/hybrid_shard.hpp>
@@ -1016,6 +1018,68 @@ void mixed_precision() {
   }
 }
 
+// ---- trust ratios: whole parameters' norms from each rank's slices ----
+/// DeepMlp with Lamb or Lars, biases out of the trust ratio, 6 steps.
+template <class Opt, class Par>
+MixedRun train_trusted(int port_offset, const typename Opt::Options& options) {
+  DeepMlp net;
+  auto o = delayed(port_offset);
+  o.bucket_mb = kBucketMb;
+  tk::Trainer<Opt, tk::sched::Constant, tk::precision::Fp32, tk::accumulate::None, tk::clip::None,
+              Par>
+      trainer(net, {.optim = options,
+                    .parallel = options_for<Par>(o, par::wrap::of_type<torch::nn::Linear>()),
+                    .param_groups = {tk::params::no_trust_ratio()}});
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(50 + rank_env());
+  std::vector<tk::data::Batch> data;
+  for (int i = 0; i < 6; ++i) data.push_back({at::randn({16, 64}, gen), at::randn({16, 1}, gen)});
+  MixedRun run;
+  trainer.fit(tk::task::Regression{}, data, {.data_is_per_rank = true},
+              tk_test::StepRecord{&run.losses, &run.norms});
+  run.params = whole_parameters(trainer);
+  return run;
+}
+
+/// Each strategy against DDP: a rank holds slices that cut parameters
+/// apart (nine 256-wide layers over 2 or 3 ranks), and the trust ratio
+/// needs each whole parameter's norm: the squares of the slices are summed
+/// over the ranks.
+template <class Opt>
+void trusted_against_ddp(const char* optimizer, const typename Opt::Options& options, int ports) {
+  const auto ddp = train_trusted<Opt, par::DDP>(ports, options);
+  const auto compare = [&](const char* name, const MixedRun& run) {
+    double loss = 0;
+    for (size_t s = 0; s < ddp.losses.size(); ++s)
+      loss = std::max(loss, rel(run.losses[s], ddp.losses[s]));
+    Params weights, ddp_weights, biases, ddp_biases;  // in the trust ratio's group, and out
+    for (const auto& item : run.params) {
+      const bool bias = item.key().ends_with(".bias");
+      (bias ? biases : weights).insert(item.key(), item.value());
+      (bias ? ddp_biases : ddp_weights).insert(item.key(), ddp.params[item.key()]);
+    }
+    const double w = max_rel_diff(weights, ddp_weights), b = max_rel_diff(biases, ddp_biases);
+    std::printf(
+        "rank %d of %d: %s under %s vs DDP, 6 steps: losses %.3g, weights %.3g, biases %.3g\n",
+        rank_env(), world_env(), optimizer, name, loss, w, b);
+    // The weights' norms from slices sum their squares in another order
+    // (about 1e-7 apart), as a reduce-scatter sums the gradients. LAMB's
+    // Adam step divides by sqrt(v) + eps, which magnifies such rounding
+    // where a gradient is near zero: eps 1e-4 here (at 1e-6, 1.2e-6 of the
+    // weights and 5e-6 of the biases, which step without the ratio).
+    check(run.losses.size() == 6 && loss <= 1e-6 && w <= 1e-6 && b <= 3e-6,
+          std::string(optimizer) + " under " + name +
+              " equals DDP (losses and weights within 1e-6, biases 3e-6)");
+  };
+  compare("ZeroSharded", train_trusted<Opt, par::ZeroSharded>(ports + 1, options));
+  compare("ShardGradOp", train_trusted<Opt, par::ShardGradOp>(ports + 2, options));
+  compare("FullShard", train_trusted<Opt, par::FullShard>(ports + 3, options));
+}
+
+void trust_ratio() {
+  trusted_against_ddp<tk::optim::Lamb>("Lamb", {.lr = 0.01, .eps = 1e-4}, 0);
+  trusted_against_ddp<tk::optim::Lars>("Lars", {.lr = 0.1, .nesterov = true}, 4);
+}
+
 // ---- full sharding's units: what a user can get wrong ----
 /// A unit the model's forward never announces is named after the first
 /// step; a module the rule leaves out runs as part of its parent; an empty
@@ -1091,6 +1155,7 @@ int main(int argc, char** argv) {
                       {"units", units},
                       {"mixed_precision", mixed_precision},
                       {"restore", restore},
+                      {"trust_ratio", trust_ratio},
                       {"hybrid", hybrid},
                       {"resume", resume_here},
                       {"ema", ema_here},

@@ -84,7 +84,7 @@ class ModelCheckpoint {
     auto all = checkpoints();
     const auto keep = size_t(options_.keep_last);
     for (size_t i = 0; all.size() > keep && i + keep < all.size(); ++i) {
-      if (all[i] != newest) std::filesystem::remove_all(all[i]);  // a file, or a sharded folder
+      if (all[i] != newest) io::checkpoint_folder::remove_checkpoint(all[i]);
     }
   }
 

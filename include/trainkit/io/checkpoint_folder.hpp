@@ -35,6 +35,24 @@ inline std::filesystem::path best_file(const std::filesystem::path& dir) {
 inline std::filesystem::path staging_folder(std::filesystem::path target) {
   return target += ".partial";
 }
+/// Where a sharded checkpoint's folder goes while it is deleted (not named
+/// *.ckpt: a crash while its files go leaves no unreadable checkpoint).
+inline std::filesystem::path removal_folder(std::filesystem::path checkpoint) {
+  return checkpoint += ".removing";
+}
+/// Deletes a checkpoint: a file at once, a sharded checkpoint's folder by
+/// renaming it to removal_folder() first (removing its files is not atomic).
+inline void remove_checkpoint(const std::filesystem::path& path) {
+  namespace fs = std::filesystem;
+  if (!fs::is_directory(fs::symlink_status(path))) {
+    fs::remove(path);
+    return;
+  }
+  const auto doomed = removal_folder(path);
+  fs::remove_all(doomed);  // what a crash left of an earlier removal
+  fs::rename(path, doomed);
+  fs::remove_all(doomed);
+}
 /// A sharded checkpoint's index, in its folder (io/sharded_checkpoint.hpp),
 /// and the index of one PyTorch's dcp.save wrote (io/dcp_metadata.hpp).
 inline constexpr const char* kShardedIndex = "trainkit.json";

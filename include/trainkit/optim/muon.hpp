@@ -226,6 +226,8 @@ class Muon : public detail::GroupedOptions<MuonOptions> {
   static Options resolve(Options o, const GroupOptions& g, size_t param_group) {
     using detail::refuse_group_option;
     const auto prefix = detail::group_prefix(param_group);
+    refuse_group_option(g.trust_ratio, param_group, "trust_ratio", "optim::Muon",
+                        "those of its muon and AdamW groups");
     if (g.muon.value_or(false)) {
       const char* accepted = "lr, lr_scale, weight_decay, momentum, nesterov (muon groups)";
       refuse_group_option(g.beta1, param_group, "beta1", "optim::Muon's muon groups", accepted);

@@ -111,6 +111,7 @@ TRAINKIT_INLINE SGD::Options SGD::resolve(Options o, const GroupOptions& g, size
   detail::refuse_group_option(g.eps, param_group, "eps", "optim::SGD", accepted);
   detail::refuse_group_option(g.amsgrad, param_group, "amsgrad", "optim::SGD", accepted);
   detail::refuse_group_option(g.muon, param_group, "muon", "optim::SGD", accepted);
+  detail::refuse_group_option(g.trust_ratio, param_group, "trust_ratio", "optim::SGD", accepted);
   o.lr = detail::group_lr(g, o.lr, param_group);
   o.weight_decay = g.weight_decay.value_or(o.weight_decay);
   o.momentum = g.momentum.value_or(o.momentum);

@@ -61,12 +61,7 @@ class ShardGradOp : public ZeroSharded {
       buckets_[i].name = "reduce-scatter of gradient bucket " + std::to_string(i) + " of " +
                          std::to_string(buckets_.size());
     }
-    mine.set_across_ranks([this](at::Tensor& partial, FlatParams::Reduction how) {
-      shards_->all_reduce(
-          partial, "total over the ranks' gradient shards",
-          how == FlatParams::Reduction::Max ? c10d::ReduceOp::MAX : c10d::ReduceOp::SUM);
-    });
-    return mine;
+    return mine;  // its norms and inf flags total over the ranks (ZeroSharded::attach)
   }
 
   /// Inside an accumulation window: gradients sync as each micro-batch

@@ -31,6 +31,13 @@ class ZeroSharded : public DDP {
     DDP::attach(flat);
     full_ = &flat;
     shard_ = flat.shard(shard_rank(), shard_count());
+    // What the optimizer totals over its slices (a trust ratio's norms),
+    // with the other ranks' slices of the same parameters.
+    shard_.set_across_ranks([this](at::Tensor& partial, FlatParams::Reduction how) {
+      shards_->all_reduce(
+          partial, "total over the ranks' parameter shards",
+          how == FlatParams::Reduction::Max ? c10d::ReduceOp::MAX : c10d::ReduceOp::SUM);
+    });
     return shard_;
   }
 

@@ -143,6 +143,7 @@ OptionsT AdamFamily<OptionsT, Decoupled>::resolve(OptionsT o, const GroupOptions
   refuse_group_option(g.dampening, param_group, "dampening", name, accepted);
   refuse_group_option(g.nesterov, param_group, "nesterov", name, accepted);
   refuse_group_option(g.muon, param_group, "muon", name, accepted);
+  refuse_group_option(g.trust_ratio, param_group, "trust_ratio", name, accepted);
   o.lr = group_lr(g, o.lr, param_group);
   o.weight_decay = g.weight_decay.value_or(o.weight_decay);
   o.beta1 = g.beta1.value_or(o.beta1);

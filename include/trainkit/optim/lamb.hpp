@@ -1,0 +1,166 @@
+#pragma once
+// optim::Lamb: Adam's step rescaled per parameter by a trust ratio (You et
+// al., 2020, "Large Batch Optimization for Deep Learning", Algorithm 2), for
+// large batches of transformers. Per parameter tensor W with gradient G:
+//   m = b1 m + (1 - b1) G;  v = b2 v + (1 - b2) G^2
+//   u = (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps) + weight_decay W
+//   W = W - lr r u,  r = |W| / |u| (1 where either norm is 0)
+// with r = 1 in the groups marked trust_ratio = false (the papers leave
+// biases and norms out, and their weight decay: params::no_trust_ratio()).
+// On the flat buffers: the norms of all of a buffer's parameters at once,
+// on the device (detail/trust_ratio.hpp); under sharding totalled over the
+// ranks, so every strategy steps as one process does.
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/grad_mode.h>
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "trainkit/error.hpp"
+#include "trainkit/optim/detail/group_options.hpp"
+#include "trainkit/optim/detail/trust_ratio.hpp"
+#include "trainkit/params.hpp"
+#include "trainkit/state_dict.hpp"
+
+namespace trainkit::optim {
+
+struct LambOptions {
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-6;  ///< the paper's and NVIDIA's LAMB default
+  double weight_decay = 0.01;
+  bool bias_correction = true;  ///< Algorithm 2 as published has it; some BERT code not
+};
+
+class Lamb : public detail::GroupedOptions<LambOptions> {
+ public:
+  static constexpr const char* stable_name(std::type_identity<Lamb>) {
+    return "trainkit::optim::Lamb";
+  }
+  using Options = LambOptions;
+
+  Lamb(FlatParams& params, const Options& options)
+      : GroupedOptions(params, options, resolve), params_(&params) {
+    for (const auto& g : params.groups()) {
+      exp_avg_.push_back(at::zeros_like(g.data));
+      exp_avg_sq_.push_back(at::zeros_like(g.data));
+      trust_.push_back(params.param_groups()[g.param_group].options.trust_ratio.value_or(true));
+      lengths_.push_back(trust_.back() ? detail::lengths_on_device(g) : at::Tensor());
+      buffer_steps_.push_back(0);
+    }
+  }
+
+  void step() {
+    torch::NoGradGuard no_grad;
+    ++steps_;
+    auto groups = params_->groups();
+    for (size_t i = 0; i < groups.size(); ++i) {
+      auto& g = groups[i];
+      if (params_->frozen(g.param_group)) continue;  // no step, no state change
+      const auto& o = group_[g.param_group];
+      const auto t = double(++buffer_steps_[i]);
+      exp_avg_[i].mul_(o.beta1).add_(g.grad, 1.0 - o.beta1);
+      exp_avg_sq_[i].mul_(o.beta2).addcmul_(g.grad, g.grad, 1.0 - o.beta2);
+      const double bc1 = o.bias_correction ? 1.0 - std::pow(o.beta1, t) : 1.0;
+      const double bc2 = o.bias_correction ? 1.0 - std::pow(o.beta2, t) : 1.0;
+      auto update = exp_avg_[i].div(bc1).div_(exp_avg_sq_[i].div(bc2).sqrt_().add_(o.eps));
+      if (o.weight_decay != 0.0) update.add_(g.data, o.weight_decay);
+      if (!trust_[i]) {
+        g.data.add_(update, -o.lr);
+        continue;
+      }
+      const auto norms = detail::parameter_norms(*params_, g, {g.data, update});
+      const auto ratio = detail::ratio_or_one(norms[0] / norms[1], norms[0], norms[1]);
+      g.data.addcmul_(update, detail::spread_over_elements(g, lengths_[i], ratio), -o.lr);
+    }
+  }
+
+  /// OneCycle's momentum cycling drives beta1 (every group's), as for Adam.
+  double momentum() const { return group_.front().beta1; }
+  void set_momentum(double beta1) { set_all(&Options::beta1, beta1); }
+  int64_t steps_taken() const { return steps_; }
+
+  StateDict state_dict() const {
+    StateDict d;
+    d.values["steps"] = steps_;
+    for (size_t i = 0; i < buffer_steps_.size(); ++i)
+      d.values["steps." + std::to_string(i)] = buffer_steps_[i];
+    save_field(d, "beta1", &Options::beta1);  // may be cycled by a schedule
+    for_each_state(
+        [&](const std::string& name, const at::Tensor& t, size_t) { d.tensors[name] = t; });
+    return d;
+  }
+  /// The state tensors that follow the flat parameters element by element.
+  ElementwiseState elementwise_state() const {
+    ElementwiseState out;
+    for_each_state([&](const std::string& name, const at::Tensor&, size_t i) { out[name] = i; });
+    return out;
+  }
+  std::vector<std::string> per_group_values() const { return {"steps"}; }
+  void load_state_dict(const StateDict& d) {
+    std::vector<std::pair<at::Tensor, at::Tensor>> assign;  // check all, then assign
+    for_each_state([&](const std::string& name, const at::Tensor& t, size_t) {
+      assign.emplace_back(t, d.tensor_like(name, t));
+    });
+    const auto steps = d.value<int64_t>("steps");
+    std::vector<int64_t> per_buffer;
+    for (size_t i = 0; i < buffer_steps_.size(); ++i) {
+      const auto key = "steps." + std::to_string(i);
+      per_buffer.push_back(d.values.count(key) ? d.value<int64_t>(key) : steps);
+    }
+    const auto beta1 = read_field(d, "beta1", &Options::beta1);
+    torch::NoGradGuard no_grad;
+    for (auto& [target, source] : assign) target.copy_(source);
+    steps_ = steps;
+    buffer_steps_ = per_buffer;
+    assign_field(&Options::beta1, beta1);
+  }
+
+ private:
+  template <class F>
+  void for_each_state(F&& f) const {
+    for (size_t i = 0; i < exp_avg_.size(); ++i) {
+      const auto n = std::to_string(i);
+      f("exp_avg." + n, exp_avg_[i], i);
+      f("exp_avg_sq." + n, exp_avg_sq_[i], i);
+    }
+  }
+
+  static Options resolve(Options o, const GroupOptions& g, size_t param_group) {
+    using detail::refuse_group_option;
+    const char* accepted = "lr, lr_scale, weight_decay, beta1, beta2, eps, trust_ratio";
+    refuse_group_option(g.amsgrad, param_group, "amsgrad", "optim::Lamb", accepted);
+    refuse_group_option(g.momentum, param_group, "momentum", "optim::Lamb", accepted);
+    refuse_group_option(g.dampening, param_group, "dampening", "optim::Lamb", accepted);
+    refuse_group_option(g.nesterov, param_group, "nesterov", "optim::Lamb", accepted);
+    refuse_group_option(g.muon, param_group, "muon", "optim::Lamb", accepted);
+    o.lr = detail::group_lr(g, o.lr, param_group);
+    o.weight_decay = g.weight_decay.value_or(o.weight_decay);
+    o.beta1 = g.beta1.value_or(o.beta1);
+    o.beta2 = g.beta2.value_or(o.beta2);
+    o.eps = g.eps.value_or(o.eps);
+    const auto prefix = detail::group_prefix(param_group);
+    using detail::require_option;
+    require_option(std::isfinite(o.lr) && o.lr >= 0.0, prefix + ".lr", o.lr,
+                   "a finite number >= 0");
+    require_option(o.beta1 >= 0.0 && o.beta1 < 1.0, prefix + ".beta1", o.beta1, "0 <= beta1 < 1");
+    require_option(o.beta2 >= 0.0 && o.beta2 < 1.0, prefix + ".beta2", o.beta2, "0 <= beta2 < 1");
+    require_option(o.eps > 0.0, prefix + ".eps", o.eps, "a number > 0");
+    require_option(o.weight_decay >= 0.0, prefix + ".weight_decay", o.weight_decay,
+                   "a number >= 0");
+    return o;
+  }
+
+  FlatParams* params_;
+  int64_t steps_ = 0;
+  std::vector<int64_t> buffer_steps_;  ///< per flat buffer (a frozen group's stop)
+  std::vector<at::Tensor> exp_avg_, exp_avg_sq_;
+  std::vector<char> trust_;          ///< per flat buffer: its group's trust_ratio
+  std::vector<at::Tensor> lengths_;  ///< per flat buffer: its parameters' lengths, on its device
+};
+
+}  // namespace trainkit::optim
