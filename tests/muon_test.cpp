@@ -7,6 +7,7 @@
 
 #include <cmath>
 
+#include "reference_steps.hpp"
 #include "scratch.hpp"
 #include "support.hpp"
 
@@ -14,15 +15,6 @@ using namespace trainkit;
 namespace nn = torch::nn;
 
 namespace {
-
-struct FourImpl : nn::Module {
-  explicit FourImpl(const nlohmann::json& ref) {
-    for (const auto& t : tk_test::reference_tensors(ref))
-      params.push_back(register_parameter("p" + std::to_string(params.size()), t));
-  }
-  std::vector<at::Tensor> params;
-};
-TORCH_MODULE(Four);
 
 optim::Muon::Options options_of(const nlohmann::json& c) {
   const auto& m = c["muon"];
@@ -43,33 +35,6 @@ optim::Muon::Options options_of(const nlohmann::json& c) {
              .eps = a["eps"].get<double>(),
              .weight_decay = a["weight_decay"].get<double>()};
   return o;
-}
-
-/// The reference's 20 steps, each group's rate decayed as the script does;
-/// the four tensors (index order) at each checkpoint.
-std::vector<at::Tensor> trajectory(const nlohmann::json& ref, optim::Muon& opt, Four& model) {
-  const double base[] = {opt.lr(0), opt.lr(1)};
-  const auto checkpoints = ref["checkpoints"].get<std::vector<int64_t>>();
-  std::vector<at::Tensor> out;
-  const auto grads = ref["grads"];
-  for (int64_t step = 0; step < int64_t(grads.size()); ++step) {
-    for (size_t g = 0; g < 2; ++g)
-      opt.set_lr(g, base[g] * std::pow(ref["lr_decay"].get<double>(), double(step)));
-    const auto all = tk_test::to_tensor(grads[step].get<std::vector<double>>()).to(at::kFloat);
-    int64_t offset = 0;
-    for (const auto& t : model->params) {
-      torch::NoGradGuard no_grad;
-      t.mutable_grad().copy_(all.narrow(0, offset, t.numel()).view_as(t));
-      offset += t.numel();
-    }
-    opt.step();
-    if (std::find(checkpoints.begin(), checkpoints.end(), step + 1) != checkpoints.end()) {
-      std::vector<at::Tensor> flat;
-      for (const auto& t : model->params) flat.push_back(t.detach().reshape(-1));
-      out.push_back(at::cat(flat).clone());
-    }
-  }
-  return out;
 }
 
 /// The matrices p0 and p1 orthogonalised, the rest AdamW's.
@@ -107,12 +72,12 @@ TEST_CASE("optim::Muon matches torch.optim.Muon's step over 20 steps, with AdamW
   const auto ref = tk_test::load_reference("muon.json");
   for (const auto& [name, c] : ref["cases"].items()) {
     CAPTURE(name);
-    Four model(ref);
+    tk_test::ReferenceTensors model(ref);
     FlatParams flat(*model, {muon_group()});
     optim::Muon opt(flat, options_of(c));
     CHECK(opt.lr(1) == c["muon"]["lr"].get<double>());   // group 1: muon
     CHECK(opt.lr(0) == c["adamw"]["lr"].get<double>());  // the default group: AdamW
-    const auto got = trajectory(ref, opt, model);
+    const auto got = tk_test::reference_trajectory(ref, opt, model);
     REQUIRE(got.size() == c["params"].size());
     for (size_t k = 0; k < got.size(); ++k) {
       const auto want = tk_test::to_tensor(c["params"][k].get<std::vector<double>>());

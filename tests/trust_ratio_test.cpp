@@ -8,6 +8,7 @@
 
 #include <cmath>
 
+#include "reference_steps.hpp"
 #include "scratch.hpp"
 #include "support.hpp"
 
@@ -15,15 +16,6 @@ using namespace trainkit;
 namespace nn = torch::nn;
 
 namespace {
-
-struct FiveImpl : nn::Module {
-  explicit FiveImpl(const nlohmann::json& ref) {
-    for (const auto& t : tk_test::reference_tensors(ref))
-      params.push_back(register_parameter("p" + std::to_string(params.size()), t));
-  }
-  std::vector<at::Tensor> params;
-};
-TORCH_MODULE(Five);
 
 /// The bias p2, as the papers leave biases out: no trust ratio, no decay.
 ParamGroup bias_group() {
@@ -50,42 +42,14 @@ optim::Lars::Options lars_options(const nlohmann::json& c) {
           .trust_clip = c["trust_clip"].get<bool>()};
 }
 
-/// The reference's 20 steps, each group's rate decayed as the script does;
-/// the tensors (index order) at each checkpoint.
-template <class Opt>
-std::vector<at::Tensor> trajectory(const nlohmann::json& ref, Opt& opt, Five& model) {
-  const double base[] = {opt.lr(0), opt.lr(1)};
-  const auto checkpoints = ref["checkpoints"].get<std::vector<int64_t>>();
-  std::vector<at::Tensor> out;
-  const auto grads = ref["grads"];
-  for (int64_t step = 0; step < int64_t(grads.size()); ++step) {
-    for (size_t g = 0; g < 2; ++g)
-      opt.set_lr(g, base[g] * std::pow(ref["lr_decay"].get<double>(), double(step)));
-    const auto all = tk_test::to_tensor(grads[step].get<std::vector<double>>()).to(at::kFloat);
-    int64_t offset = 0;
-    for (const auto& t : model->params) {
-      torch::NoGradGuard no_grad;
-      t.mutable_grad().copy_(all.narrow(0, offset, t.numel()).view_as(t));
-      offset += t.numel();
-    }
-    opt.step();
-    if (std::find(checkpoints.begin(), checkpoints.end(), step + 1) != checkpoints.end()) {
-      std::vector<at::Tensor> flat;
-      for (const auto& t : model->params) flat.push_back(t.detach().reshape(-1));
-      out.push_back(at::cat(flat).clone());
-    }
-  }
-  return out;
-}
-
 template <class Opt>
 void check_case(const nlohmann::json& ref, const nlohmann::json& c,
                 const typename Opt::Options& options) {
-  Five model(ref);
+  tk_test::ReferenceTensors model(ref);
   FlatParams flat(*model, {bias_group()});
   Opt opt(flat, options);
   CHECK(opt.lr(1) == c["lr"].get<double>());
-  const auto got = trajectory(ref, opt, model);
+  const auto got = tk_test::reference_trajectory(ref, opt, model);
   REQUIRE(got.size() == c["params"].size());
   for (size_t k = 0; k < got.size(); ++k) {
     const auto want = tk_test::to_tensor(c["params"][k].get<std::vector<double>>());
@@ -127,7 +91,7 @@ TEST_CASE("per-parameter norms of a shard's slices total to the whole parameters
   // What each rank of a sharded run computes before the all-reduce sums
   // the squares (the exchange itself: sharding.trust_ratio_{2,3}).
   const auto ref = tk_test::load_reference("trust.json");
-  Five model(ref);
+  tk_test::ReferenceTensors model(ref);
   FlatParams flat(*model, {bias_group()});
   const auto& g = flat.groups()[0];  // p0, p1, p3, p4 (zero)
   REQUIRE(g.param_lengths == std::vector<int64_t>{96, 72, 60, 5});
