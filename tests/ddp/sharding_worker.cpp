@@ -952,13 +952,21 @@ void mixed_precision() {
       "6 steps: losses %.3g, parameters %.3g (max relative differences)\n",
       rank_env(), world_env(), loss, params);
   // Two ranks sum a + b as DDP does: bitwise. On three the sums' order
-  // differs; bf16 gradients cancel to exactly zero in one order and not
-  // in the other, where AdamW's first step is then lr * g / (|g| + eps)
-  // (1.1e-5 relative, 1.5e-6 absolute, in a few elements of 16384).
-  const double tolerance = world_env() == 2 ? 0.0 : 2e-5;
-  check(mixed.losses.size() == 6 && loss <= std::min(tolerance, 1e-6) && params <= tolerance,
-        "FullShard in bf16 with fp32 reductions equals DDP under bf16 autocast (bitwise on 2 "
-        "ranks; 3: losses within 1e-6, parameters 2e-5)");
+  // differs, so a master weight can end an ulp of fp32 apart, and its bf16
+  // copy then rounds one bf16 step (2^-8) apart: from there the two runs
+  // agree to bf16's resolution, not to fp32's (LibTorch 2.6: losses 3e-4,
+  // parameters 3e-3 after 6 steps; 1.13: 0 and 1.1e-5). The first step,
+  // before any update, is equal on any number of ranks.
+  if (world_env() == 2) {
+    check(mixed.losses.size() == 6 && loss == 0.0 && params == 0.0,
+          "FullShard in bf16 with fp32 reductions equals DDP under bf16 autocast bitwise on 2 "
+          "ranks");
+  } else {
+    check(mixed.losses.size() == 6 && mixed.losses[0] == ddp.losses[0] && loss <= 1e-2 &&
+              params <= 1e-2,
+          "FullShard in bf16 with fp32 reductions: the first loss equal to DDP's under bf16 "
+          "autocast, the rest within bf16's resolution (1e-2)");
+  }
   check(mixed.weight_dtype_in_forward == at::kBFloat16, "the forward saw bf16 weights");
   check(ddp.weight_dtype_in_forward == at::kFloat, "DDP's forward saw its fp32 weights");
   double off_bf16 = 0;
