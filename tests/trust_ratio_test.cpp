@@ -89,7 +89,7 @@ TEST_CASE("optim::Lamb and optim::Lars match the papers' algorithms over 20 step
 
 TEST_CASE("per-parameter norms of a shard's slices total to the whole parameters' norms") {
   // What each rank of a sharded run computes before the all-reduce sums
-  // the squares (the exchange itself: sharding.trust_ratio_{2,3}).
+  // the squares (the exchange itself: sharding.whole_tensors_{2,3}).
   const auto ref = tk_test::load_reference("trust.json");
   tk_test::ReferenceTensors model(ref);
   FlatParams flat(*model, {bias_group()});

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <unordered_set>
@@ -45,6 +46,15 @@ struct FlatGroup {
   std::vector<int64_t> param_lengths;
   size_t param_group = 0;  ///< index into FlatParams::param_groups()
   size_t unit = 0;         ///< the sharding unit (parallel::FullShard); 0 elsewhere
+  /// In a shard (FlatParams::shard): the whole group's layout and where the
+  /// slice starts in it (optim::Muon rebuilds whole matrices from gathered
+  /// slices with it). Unset in a whole group.
+  struct Whole {
+    int64_t begin = 0;
+    std::vector<int64_t> offsets;
+    std::vector<View> views;
+  };
+  std::optional<Whole> whole;
 
   int64_t numel() const { return data.numel(); }
 };
@@ -145,6 +155,16 @@ class FlatParams {
   void reduce_across_ranks(at::Tensor& partial, Reduction how) const {
     if (across_ranks_) across_ranks_(partial, how);
   }
+  /// A shard's flat group `group` whole from every rank's slice of it
+  /// (`mine` laid out as this rank's slice; a collective). The parallel
+  /// strategy that made the shard sets it.
+  using GatherAcrossRanks = std::function<at::Tensor(const at::Tensor& mine, size_t group)>;
+  void set_gather_across_ranks(GatherAcrossRanks gather) { gather_ = std::move(gather); }
+  bool gathers_across_ranks() const { return static_cast<bool>(gather_); }
+  at::Tensor gather_across_ranks(const at::Tensor& mine, size_t group) const {
+    if (!gather_) throw Error("trainkit: FlatParams::gather_across_ranks: no strategy set one");
+    return gather_(mine, group);
+  }
 
  private:
   FlatGroup& group_for(const at::Tensor& p, size_t param_group, size_t unit = 0);
@@ -155,6 +175,7 @@ class FlatParams {
   /// Per parameter group: frozen (shared with this object's shards).
   std::shared_ptr<std::vector<char>> frozen_ = std::make_shared<std::vector<char>>(1, 0);
   AcrossRanks across_ranks_;
+  GatherAcrossRanks gather_;
 };
 
 #if TRAINKIT_DEFINITIONS
@@ -233,6 +254,7 @@ TRAINKIT_INLINE FlatParams FlatParams::shard(int rank, int world) const {
     }
     s.param_group = g.param_group;
     s.unit = g.unit;
+    s.whole = FlatGroup::Whole{begin, g.offsets, g.views};
     out.groups_.push_back(std::move(s));
   }
   out.param_groups_ = param_groups_;

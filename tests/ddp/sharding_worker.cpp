@@ -1026,10 +1026,19 @@ void mixed_precision() {
   }
 }
 
-// ---- trust ratios: whole parameters' norms from each rank's slices ----
-/// DeepMlp with Lamb or Lars, biases out of the trust ratio, 6 steps.
+// ---- optimizers that need whole tensors from each rank's slices ----
+/// DeepMlp with Lamb or Lars (biases out of the trust ratio) or Muon (the
+/// weights orthogonalised, the biases AdamW's), 6 steps.
+template <class Opt>
+tk::ParamGroup groups_for() {
+  if constexpr (std::is_same_v<Opt, tk::optim::Muon>)
+    return tk::optim::Muon::hidden_matrices();
+  else
+    return tk::params::no_trust_ratio();
+}
+
 template <class Opt, class Par>
-MixedRun train_trusted(int port_offset, const typename Opt::Options& options) {
+MixedRun train_whole_tensors(int port_offset, const typename Opt::Options& options) {
   DeepMlp net;
   auto o = delayed(port_offset);
   o.bucket_mb = kBucketMb;
@@ -1037,7 +1046,7 @@ MixedRun train_trusted(int port_offset, const typename Opt::Options& options) {
               Par>
       trainer(net, {.optim = options,
                     .parallel = options_for<Par>(o, par::wrap::of_type<torch::nn::Linear>()),
-                    .param_groups = {tk::params::no_trust_ratio()}});
+                    .param_groups = {groups_for<Opt>()}});
   auto gen = at::make_generator<at::CPUGeneratorImpl>(50 + rank_env());
   std::vector<tk::data::Batch> data;
   for (int i = 0; i < 6; ++i) data.push_back({at::randn({16, 64}, gen), at::randn({16, 1}, gen)});
@@ -1049,12 +1058,14 @@ MixedRun train_trusted(int port_offset, const typename Opt::Options& options) {
 }
 
 /// Each strategy against DDP: a rank holds slices that cut parameters
-/// apart (nine 256-wide layers over 2 or 3 ranks), and the trust ratio
-/// needs each whole parameter's norm: the squares of the slices are summed
-/// over the ranks.
+/// apart (nine 256-wide layers over 2 or 3 ranks). A trust ratio needs
+/// each whole parameter's norm (the squares of the slices are summed over
+/// the ranks); Muon each whole matrix (the update is gathered).
 template <class Opt>
-void trusted_against_ddp(const char* optimizer, const typename Opt::Options& options, int ports) {
-  const auto ddp = train_trusted<Opt, par::DDP>(ports, options);
+void whole_tensors_against_ddp(const char* optimizer, const typename Opt::Options& options,
+                               int ports, double weights_within = 1e-6,
+                               double biases_within = 3e-6) {
+  const auto ddp = train_whole_tensors<Opt, par::DDP>(ports, options);
   const auto compare = [&](const char* name, const MixedRun& run) {
     double loss = 0;
     for (size_t s = 0; s < ddp.losses.size(); ++s)
@@ -1074,18 +1085,26 @@ void trusted_against_ddp(const char* optimizer, const typename Opt::Options& opt
     // Adam step divides by sqrt(v) + eps, which magnifies such rounding
     // where a gradient is near zero: eps 1e-4 here (at 1e-6, 1.2e-6 of the
     // weights and 5e-6 of the biases, which step without the ratio).
-    check(run.losses.size() == 6 && loss <= 1e-6 && w <= 1e-6 && b <= 3e-6,
-          std::string(optimizer) + " under " + name +
-              " equals DDP (losses and weights within 1e-6, biases 3e-6)");
+    check(run.losses.size() == 6 && loss <= 1e-6 && w <= weights_within && b <= biases_within,
+          std::string(optimizer) + " under " + name + " equals DDP (losses within 1e-6, weights " +
+              c10::str(weights_within) + ", biases " + c10::str(biases_within) + ")");
   };
-  compare("ZeroSharded", train_trusted<Opt, par::ZeroSharded>(ports + 1, options));
-  compare("ShardGradOp", train_trusted<Opt, par::ShardGradOp>(ports + 2, options));
-  compare("FullShard", train_trusted<Opt, par::FullShard>(ports + 3, options));
+  compare("ZeroSharded", train_whole_tensors<Opt, par::ZeroSharded>(ports + 1, options));
+  compare("ShardGradOp", train_whole_tensors<Opt, par::ShardGradOp>(ports + 2, options));
+  compare("FullShard", train_whole_tensors<Opt, par::FullShard>(ports + 3, options));
 }
 
-void trust_ratio() {
-  trusted_against_ddp<tk::optim::Lamb>("Lamb", {.lr = 0.01, .eps = 1e-4}, 0);
-  trusted_against_ddp<tk::optim::Lars>("Lars", {.lr = 0.1, .nesterov = true}, 4);
+void whole_tensors() {
+  whole_tensors_against_ddp<tk::optim::Lamb>("Lamb", {.lr = 0.01, .eps = 1e-4}, 0);
+  whole_tensors_against_ddp<tk::optim::Lars>("Lars", {.lr = 0.1, .nesterov = true}, 4);
+  // Muon's iteration takes the same inputs as DDP's, so two ranks are
+  // bitwise. Three ranks' reduce-scatter sums in another order than
+  // all-reduce: the AdamW biases part by 4e-6 (eps 1e-8 magnifies it), and
+  // the orthogonalised weights by 6e-6 (the iteration's first steps
+  // multiply a small singular direction by 3.4 each).
+  const double within = world_env() == 2 ? 0.0 : 1e-5;
+  whole_tensors_against_ddp<tk::optim::Muon>(
+      "Muon", {.lr = 0.02, .ns_dtype = at::kFloat, .adamw = {.lr = 1e-2}}, 8, within, within);
 }
 
 // ---- full sharding's units: what a user can get wrong ----
@@ -1163,7 +1182,7 @@ int main(int argc, char** argv) {
                       {"units", units},
                       {"mixed_precision", mixed_precision},
                       {"restore", restore},
-                      {"trust_ratio", trust_ratio},
+                      {"whole_tensors", whole_tensors},
                       {"hybrid", hybrid},
                       {"resume", resume_here},
                       {"ema", ema_here},

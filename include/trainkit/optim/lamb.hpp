@@ -44,30 +44,32 @@ class Lamb : public detail::GroupedOptions<LambOptions> {
   using Options = LambOptions;
 
   Lamb(FlatParams& params, const Options& options)
-      : GroupedOptions(params, options, resolve), params_(&params) {
+      : GroupedOptions(params, options, resolve), params_(&params), steps_(params.groups().size()) {
     for (const auto& g : params.groups()) {
       exp_avg_.push_back(at::zeros_like(g.data));
       exp_avg_sq_.push_back(at::zeros_like(g.data));
+      update_.push_back(at::empty_like(g.data));
       trust_.push_back(params.param_groups()[g.param_group].options.trust_ratio.value_or(true));
       lengths_.push_back(trust_.back() ? detail::lengths_on_device(g) : at::Tensor());
-      buffer_steps_.push_back(0);
     }
   }
 
   void step() {
     torch::NoGradGuard no_grad;
-    ++steps_;
+    ++steps_.total;
     auto groups = params_->groups();
     for (size_t i = 0; i < groups.size(); ++i) {
       auto& g = groups[i];
       if (params_->frozen(g.param_group)) continue;  // no step, no state change
       const auto& o = group_[g.param_group];
-      const auto t = double(++buffer_steps_[i]);
+      const auto t = double(++steps_.per_buffer[i]);
       exp_avg_[i].mul_(o.beta1).add_(g.grad, 1.0 - o.beta1);
       exp_avg_sq_[i].mul_(o.beta2).addcmul_(g.grad, g.grad, 1.0 - o.beta2);
       const double bc1 = o.bias_correction ? 1.0 - std::pow(o.beta1, t) : 1.0;
       const double bc2 = o.bias_correction ? 1.0 - std::pow(o.beta2, t) : 1.0;
-      auto update = exp_avg_[i].div(bc1).div_(exp_avg_sq_[i].div(bc2).sqrt_().add_(o.eps));
+      auto& update = update_[i];  // Adam's step, in a buffer kept between steps
+      update.copy_(exp_avg_sq_[i]).div_(bc2).sqrt_().add_(o.eps);
+      at::div_out(update, exp_avg_[i], update).div_(bc1);
       if (o.weight_decay != 0.0) update.add_(g.data, o.weight_decay);
       if (!trust_[i]) {
         g.data.add_(update, -o.lr);
@@ -82,13 +84,11 @@ class Lamb : public detail::GroupedOptions<LambOptions> {
   /// OneCycle's momentum cycling drives beta1 (every group's), as for Adam.
   double momentum() const { return group_.front().beta1; }
   void set_momentum(double beta1) { set_all(&Options::beta1, beta1); }
-  int64_t steps_taken() const { return steps_; }
+  int64_t steps_taken() const { return steps_.total; }
 
   StateDict state_dict() const {
     StateDict d;
-    d.values["steps"] = steps_;
-    for (size_t i = 0; i < buffer_steps_.size(); ++i)
-      d.values["steps." + std::to_string(i)] = buffer_steps_[i];
+    steps_.save(d);
     save_field(d, "beta1", &Options::beta1);  // may be cycled by a schedule
     for_each_state(
         [&](const std::string& name, const at::Tensor& t, size_t) { d.tensors[name] = t; });
@@ -106,17 +106,11 @@ class Lamb : public detail::GroupedOptions<LambOptions> {
     for_each_state([&](const std::string& name, const at::Tensor& t, size_t) {
       assign.emplace_back(t, d.tensor_like(name, t));
     });
-    const auto steps = d.value<int64_t>("steps");
-    std::vector<int64_t> per_buffer;
-    for (size_t i = 0; i < buffer_steps_.size(); ++i) {
-      const auto key = "steps." + std::to_string(i);
-      per_buffer.push_back(d.values.count(key) ? d.value<int64_t>(key) : steps);
-    }
+    const auto steps = detail::StepCounts::read(d, steps_.per_buffer.size());
     const auto beta1 = read_field(d, "beta1", &Options::beta1);
     torch::NoGradGuard no_grad;
     for (auto& [target, source] : assign) target.copy_(source);
     steps_ = steps;
-    buffer_steps_ = per_buffer;
     assign_field(&Options::beta1, beta1);
   }
 
@@ -156,9 +150,8 @@ class Lamb : public detail::GroupedOptions<LambOptions> {
   }
 
   FlatParams* params_;
-  int64_t steps_ = 0;
-  std::vector<int64_t> buffer_steps_;  ///< per flat buffer (a frozen group's stop)
-  std::vector<at::Tensor> exp_avg_, exp_avg_sq_;
+  detail::StepCounts steps_;
+  std::vector<at::Tensor> exp_avg_, exp_avg_sq_, update_;
   std::vector<char> trust_;          ///< per flat buffer: its group's trust_ratio
   std::vector<at::Tensor> lengths_;  ///< per flat buffer: its parameters' lengths, on its device
 };

@@ -48,24 +48,25 @@ class Lars : public detail::GroupedOptions<LarsOptions> {
   using Options = LarsOptions;
 
   Lars(FlatParams& params, const Options& options)
-      : GroupedOptions(params, options, resolve), params_(&params) {
+      : GroupedOptions(params, options, resolve), params_(&params), steps_(params.groups().size()) {
     for (const auto& g : params.groups()) {
       momentum_.push_back(at::zeros_like(g.data));
+      update_.push_back(at::empty_like(g.data));
       trust_.push_back(params.param_groups()[g.param_group].options.trust_ratio.value_or(true));
       lengths_.push_back(trust_.back() ? detail::lengths_on_device(g) : at::Tensor());
-      buffer_steps_.push_back(0);
     }
   }
 
   void step() {
     torch::NoGradGuard no_grad;
-    ++steps_;
+    ++steps_.total;
     auto groups = params_->groups();
     for (size_t i = 0; i < groups.size(); ++i) {
       auto& g = groups[i];
       if (params_->frozen(g.param_group)) continue;  // no step, no state change
       const auto& o = group_[g.param_group];
-      auto d = g.grad.add(g.data, o.weight_decay);
+      auto& d = update_[i];  // kept between steps: no allocation per step
+      at::add_out(d, g.grad, g.data, o.weight_decay);
       if (trust_[i]) {
         const auto norms = detail::parameter_norms(*params_, g, {g.data, g.grad});
         const auto& w = norms[0];
@@ -76,28 +77,26 @@ class Lars : public detail::GroupedOptions<LarsOptions> {
       }
       auto& buffer = momentum_[i];
       if (o.momentum != 0.0) {
-        if (buffer_steps_[i] == 0) {
+        if (steps_.per_buffer[i] == 0) {
           buffer.copy_(d);
         } else {
           buffer.mul_(o.momentum).add_(d, 1.0 - o.dampening);
         }
-        d = o.nesterov ? d.add(buffer, o.momentum) : buffer;
+        if (o.nesterov) d.add_(buffer, o.momentum);
       }
-      ++buffer_steps_[i];
-      g.data.add_(d, -o.lr);
+      ++steps_.per_buffer[i];
+      g.data.add_(o.momentum != 0.0 && !o.nesterov ? buffer : d, -o.lr);
     }
   }
 
   /// OneCycle's momentum cycling drives every group's.
   double momentum() const { return group_.front().momentum; }
   void set_momentum(double m) { set_all(&Options::momentum, m); }
-  int64_t steps_taken() const { return steps_; }
+  int64_t steps_taken() const { return steps_.total; }
 
   StateDict state_dict() const {
     StateDict d;
-    d.values["steps"] = steps_;
-    for (size_t i = 0; i < buffer_steps_.size(); ++i)
-      d.values["steps." + std::to_string(i)] = buffer_steps_[i];
+    steps_.save(d);
     save_field(d, "momentum", &Options::momentum);  // may be cycled by a schedule
     for (size_t i = 0; i < momentum_.size(); ++i)
       d.tensors["momentum_buffer." + std::to_string(i)] = momentum_[i];
@@ -114,17 +113,11 @@ class Lars : public detail::GroupedOptions<LarsOptions> {
     std::vector<at::Tensor> buffers;  // check all, then assign
     for (size_t i = 0; i < momentum_.size(); ++i)
       buffers.push_back(d.tensor_like("momentum_buffer." + std::to_string(i), momentum_[i]));
-    const auto steps = d.value<int64_t>("steps");
-    std::vector<int64_t> per_buffer;
-    for (size_t i = 0; i < buffer_steps_.size(); ++i) {
-      const auto key = "steps." + std::to_string(i);
-      per_buffer.push_back(d.values.count(key) ? d.value<int64_t>(key) : steps);
-    }
+    const auto steps = detail::StepCounts::read(d, steps_.per_buffer.size());
     const auto momentum = read_field(d, "momentum", &Options::momentum);
     torch::NoGradGuard no_grad;
     for (size_t i = 0; i < buffers.size(); ++i) momentum_[i].copy_(buffers[i]);
     steps_ = steps;
-    buffer_steps_ = per_buffer;
     assign_field(&Options::momentum, momentum);
   }
 
@@ -159,9 +152,8 @@ class Lars : public detail::GroupedOptions<LarsOptions> {
   }
 
   FlatParams* params_;
-  int64_t steps_ = 0;
-  std::vector<int64_t> buffer_steps_;  ///< per flat buffer (a frozen group's stop)
-  std::vector<at::Tensor> momentum_;
+  detail::StepCounts steps_;
+  std::vector<at::Tensor> momentum_, update_;
   std::vector<char> trust_;          ///< per flat buffer: its group's trust_ratio
   std::vector<at::Tensor> lengths_;  ///< per flat buffer: its parameters' lengths, on its device
 };

@@ -13,6 +13,8 @@
 //   W = W (1 - lr weight_decay) - lr_adjusted O
 // with lr_adjusted = lr sqrt(max(1, rows / cols)) ("original") or
 // 0.2 lr sqrt(max(rows, cols)) ("match_rms_adamw").
+// Under sharding a rank holds slices that cut matrices apart: the update is
+// gathered whole and each rank orthogonalises the matrices its slice touches.
 #include <ATen/ATen.h>
 #include <torch/csrc/autograd/grad_mode.h>
 
@@ -61,12 +63,12 @@ class Muon : public detail::GroupedOptions<MuonOptions> {
   using Options = MuonOptions;
 
   Muon(FlatParams& params, const Options& options)
-      : GroupedOptions(params, options, resolve), params_(&params) {
+      : GroupedOptions(params, options, resolve), params_(&params), steps_(params.groups().size()) {
     const auto groups = params.groups();
     for (size_t i = 0; i < groups.size(); ++i) {
       const auto& g = groups[i];
       const bool muon = params.param_groups()[g.param_group].options.muon.value_or(false);
-      if (muon) check_matrices(g, params.param_groups()[g.param_group].name);
+      if (muon) check_matrices(params, g, params.param_groups()[g.param_group].name);
       ns_dtype_.push_back(options.ns_dtype.value_or(g.data.is_cuda() ? at::kBFloat16 : at::kFloat));
       momentum_.push_back(muon ? at::zeros_like(g.data) : at::Tensor());
       exp_avg_.push_back(muon ? at::Tensor() : at::zeros_like(g.data));
@@ -74,26 +76,30 @@ class Muon : public detail::GroupedOptions<MuonOptions> {
       max_exp_avg_sq_.push_back(
           !muon && group_[g.param_group].adamw.amsgrad ? at::zeros_like(g.data) : at::Tensor());
       scratch_.push_back(muon ? at::Tensor() : at::empty_like(g.data));
-      buffer_steps_.push_back(0);
     }
   }
 
   void step() {
     torch::NoGradGuard no_grad;
-    ++steps_;
+    ++steps_.total;
     auto groups = params_->groups();
     for (size_t i = 0; i < groups.size(); ++i) {
       auto& g = groups[i];
       if (params_->frozen(g.param_group)) continue;
       const auto& o = group_[g.param_group];
-      ++buffer_steps_[i];
+      ++steps_.per_buffer[i];
       if (!momentum_[i].defined()) {
         const auto& a = o.adamw;
-        const detail::AdamHyper h{o.lr,      a.beta1,         a.beta2,
-                                  a.eps,     a.weight_decay,  /*decoupled=*/true,
-                                  a.amsgrad, buffer_steps_[i]};
+        const detail::AdamHyper h{o.lr,           a.beta1,
+                                  a.beta2,        a.eps,
+                                  a.weight_decay, /*decoupled=*/true,
+                                  a.amsgrad,      steps_.per_buffer[i]};
         detail::adam_step(g.data, g.grad, exp_avg_[i], exp_avg_sq_[i], max_exp_avg_sq_[i],
                           scratch_[i], h);
+        continue;
+      }
+      if (g.whole) {
+        step_slice(i, g, o);
         continue;
       }
       for (size_t k = 0; k < g.views.size(); ++k) {
@@ -115,7 +121,7 @@ class Muon : public detail::GroupedOptions<MuonOptions> {
   /// OneCycle's momentum cycling drives the orthogonalised groups' momentum.
   double momentum() const { return group_.front().momentum; }
   void set_momentum(double m) { set_all(&Options::momentum, m); }
-  int64_t steps_taken() const { return steps_; }
+  int64_t steps_taken() const { return steps_.total; }
   /// A group of the 2-d parameters outside embeddings whose names do not
   /// match `exclude` (the head: "lm_head"), marked muon: the hidden layers'
   /// matrices, as the speed records orthogonalise them. The rest (embeddings,
@@ -132,9 +138,7 @@ class Muon : public detail::GroupedOptions<MuonOptions> {
 
   StateDict state_dict() const {
     StateDict d;
-    d.values["steps"] = steps_;
-    for (size_t i = 0; i < buffer_steps_.size(); ++i)
-      d.values["steps." + std::to_string(i)] = buffer_steps_[i];
+    steps_.save(d);
     save_field(d, "momentum", &Options::momentum);  // may be cycled by a schedule
     for_each_state(
         [&](const std::string& name, const at::Tensor& t, size_t) { d.tensors[name] = t; });
@@ -152,17 +156,11 @@ class Muon : public detail::GroupedOptions<MuonOptions> {
     for_each_state([&](const std::string& name, const at::Tensor& t, size_t) {
       assign.emplace_back(t, d.tensor_like(name, t));
     });
-    const auto steps = d.value<int64_t>("steps");
-    std::vector<int64_t> per_buffer;
-    for (size_t i = 0; i < buffer_steps_.size(); ++i) {
-      const auto key = "steps." + std::to_string(i);
-      per_buffer.push_back(d.values.count(key) ? d.value<int64_t>(key) : steps);
-    }
+    const auto steps = detail::StepCounts::read(d, steps_.per_buffer.size());
     const auto momentum = read_field(d, "momentum", &Options::momentum);
     torch::NoGradGuard no_grad;
     for (auto& [target, source] : assign) target.copy_(source);
     steps_ = steps;
-    buffer_steps_ = per_buffer;
     assign_field(&Options::momentum, momentum);
   }
 
@@ -196,6 +194,32 @@ class Muon : public detail::GroupedOptions<MuonOptions> {
     }
   }
 
+  /// A rank's slice of a muon group (parallel::ZeroSharded, ShardGradOp,
+  /// FullShard): the momentum on the slice, the update gathered whole, and
+  /// each matrix the slice touches orthogonalised here (the rest by the
+  /// ranks that hold them): the same arithmetic as on whole buffers.
+  void step_slice(size_t i, FlatGroup& g, const Options& o) {
+    auto& buffer = momentum_[i];
+    buffer.lerp_(g.grad, 1.0 - o.momentum);
+    const auto update =
+        params_->gather_across_ranks(o.nesterov ? g.grad.lerp(buffer, o.momentum) : buffer, i);
+    const auto& whole = *g.whole;
+    const int64_t begin = whole.begin, end = begin + g.numel();
+    for (size_t k = 0; k < whole.views.size(); ++k) {
+      const auto& v = whole.views[k];
+      const int64_t first = whole.offsets[k], last = first + v.sizes[0] * v.sizes[1];
+      const int64_t lo = std::max(first, begin), hi = std::min(last, end);
+      if (lo >= hi) continue;
+      const auto ortho =
+          orthogonalise(update.as_strided(v.sizes, v.strides, first), o, ns_dtype_[i]);
+      auto param = g.data.narrow(0, lo - begin, hi - lo);
+      param.mul_(1.0 - o.lr * o.weight_decay);
+      // a 2-d parameter is row-major in its buffer (channels-last is 4-d only)
+      param.add_(ortho.contiguous().view({-1}).narrow(0, lo - first, hi - lo),
+                 -adjusted_lr(o, v.sizes[0], v.sizes[1]));
+    }
+  }
+
   static double adjusted_lr(const Options& o, int64_t rows, int64_t cols) {
     const double ratio = o.adjust_lr == Options::AdjustLr::Original
                              ? std::sqrt(std::max(1.0, double(rows) / double(cols)))
@@ -203,16 +227,18 @@ class Muon : public detail::GroupedOptions<MuonOptions> {
     return o.lr * ratio;
   }
 
-  /// Whole 2-d matrices only: a sharded buffer (ZeRO's slices) has none.
-  static void check_matrices(const FlatGroup& g, const std::string& group) {
-    if (g.views.empty() && g.numel() > 0) {
+  /// 2-d matrices only; a shard's slices need its strategy's gather.
+  static void check_matrices(const FlatParams& params, const FlatGroup& g,
+                             const std::string& group) {
+    if (g.whole && !params.gathers_across_ranks()) {
       throw Error(
           "trainkit: optim::Muon orthogonalises whole matrices, and this rank holds slices of "
           "group \"" +
           group +
-          "\" (parallel::ZeroSharded, ShardGradOp, FullShard): use parallel::DDP with Muon");
+          "\" without a way to gather them: build it on the shard a parallel strategy's attach "
+          "returns (it sets FlatParams::set_gather_across_ranks)");
     }
-    for (const auto& v : g.views) {
+    for (const auto& v : g.whole ? g.whole->views : g.views) {
       if (v.sizes.size() != 2) {
         throw Error("trainkit: optim::Muon: parameter group \"" + group +
                     "\" is marked muon and holds a parameter of shape " +
@@ -283,8 +309,7 @@ class Muon : public detail::GroupedOptions<MuonOptions> {
   }
 
   FlatParams* params_;
-  int64_t steps_ = 0;
-  std::vector<int64_t> buffer_steps_;     ///< per flat buffer (a frozen group's stop)
+  detail::StepCounts steps_;
   std::vector<at::ScalarType> ns_dtype_;  ///< per flat buffer
   std::vector<at::Tensor> momentum_;      ///< muon buffers (undefined for AdamW's)
   std::vector<at::Tensor> exp_avg_, exp_avg_sq_, max_exp_avg_sq_, scratch_;  ///< AdamW buffers

@@ -38,6 +38,12 @@ class ZeroSharded : public DDP {
           partial, "total over the ranks' parameter shards",
           how == FlatParams::Reduction::Max ? c10d::ReduceOp::MAX : c10d::ReduceOp::SUM);
     });
+    // What needs whole tensors (Muon's matrices) from the ranks' slices.
+    shard_.set_gather_across_ranks([this](const at::Tensor& mine, size_t group) {
+      return gather_group(
+          mine, group,
+          "all-gather of flat group " + std::to_string(group) + " for the optimizer step");
+    });
     return shard_;
   }
 

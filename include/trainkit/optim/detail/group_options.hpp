@@ -1,7 +1,9 @@
 #pragma once
 // What the optimizers share about parameter groups: the name a group's
 // option has in errors, its starting learning rate, the refusal of a field
-// the optimizer does not have, and each group's options and learning rates.
+// the optimizer does not have, each group's options and learning rates, and
+// the steps taken.
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -42,6 +44,31 @@ void refuse_group_option(const std::optional<T>& field, size_t param_group, std:
                  "unset: " + std::string(optimizer) + " has no " + std::string(name) +
                      " (its group options: " + std::string(accepted) + ")");
 }
+
+/// An optimizer's steps: in all, and per flat buffer (a frozen group's count
+/// stops, as torch.optim's per-parameter step).
+struct StepCounts {
+  int64_t total = 0;
+  std::vector<int64_t> per_buffer;
+
+  explicit StepCounts(size_t buffers = 0) : per_buffer(buffers, 0) {}
+  void save(StateDict& d) const {
+    d.values["steps"] = total;
+    for (size_t i = 0; i < per_buffer.size(); ++i)
+      d.values["steps." + std::to_string(i)] = per_buffer[i];
+  }
+  /// What save() wrote, checked; a buffer's count absent from an older
+  /// checkpoint is the total.
+  static StepCounts read(const StateDict& d, size_t buffers) {
+    StepCounts out(buffers);
+    out.total = d.value<int64_t>("steps");
+    for (size_t i = 0; i < buffers; ++i) {
+      const auto key = "steps." + std::to_string(i);
+      out.per_buffer[i] = d.values.count(key) ? d.value<int64_t>(key) : out.total;
+    }
+    return out;
+  }
+};
 
 }  // namespace trainkit::detail
 
