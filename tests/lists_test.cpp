@@ -85,9 +85,10 @@ std::string row(const std::string& doc, const std::string& first) {
 // each is checked to play no role, so a policy cannot hide among them.
 using NotPolicies =
     std::tuple<optim::AdamOptions, optim::AdamWOptions, optim::MuonOptions, optim::LambOptions,
-               optim::LarsOptions, optim::SGDOptions, sched::ScheduleContext, precision::Unscaled,
-               precision::GradScaler, parallel::Rendezvous, parallel::Environment,
-               parallel::ProcessGroup, parallel::UnitRunner>;
+               optim::LarsOptions, optim::ScheduleFreeAdamWOptions, optim::SGDOptions,
+               sched::ScheduleContext, precision::Unscaled, precision::GradScaler,
+               parallel::Rendezvous, parallel::Environment, parallel::ProcessGroup,
+               parallel::UnitRunner>;
 std::set<std::string> not_policies() {
   return []<class... T>(std::type_identity<std::tuple<T...>>) {
     static_assert(((tkd::role_of<T>() < 0) && ...));

@@ -1,7 +1,8 @@
 #pragma once
 // An optimizer reference's problem as the tests replay it: its tensors as
 // a module's parameters, and its steps with every group's rate decayed as
-// the reference script does (make_muon_reference.py, make_trust_reference.py).
+// the reference script does (make_muon_reference.py, make_trust_reference.py,
+// make_schedule_free_reference.py).
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -23,12 +24,20 @@ struct ReferenceTensorsImpl : torch::nn::Module {
 };
 TORCH_MODULE(ReferenceTensors);
 
+/// The tensors of `model`, flattened in index order.
+inline at::Tensor flat_tensors(ReferenceTensors& model) {
+  std::vector<at::Tensor> flat;
+  for (const auto& t : model->params) flat.push_back(t.detach().reshape(-1));
+  return at::cat(flat).clone();
+}
+
 /// The reference's steps of `opt` (built on `model`'s two parameter
-/// groups), each group's rate decayed by "lr_decay" per step; the tensors,
-/// flattened in index order, after each of its "checkpoints".
-template <class Opt>
-std::vector<at::Tensor> reference_trajectory(const nlohmann::json& ref, Opt& opt,
-                                             ReferenceTensors& model) {
+/// groups), each group's rate decayed by "lr_decay" per step; the tensors
+/// after each of its "checkpoints", where `at_checkpoint()` runs too.
+template <class Opt, class AtCheckpoint = void (*)()>
+std::vector<at::Tensor> reference_trajectory(
+    const nlohmann::json& ref, Opt& opt, ReferenceTensors& model,
+    AtCheckpoint at_checkpoint = [] {}) {
   const double base[] = {opt.lr(0), opt.lr(1)};
   const auto checkpoints = ref["checkpoints"].get<std::vector<int64_t>>();
   std::vector<at::Tensor> out;
@@ -45,9 +54,8 @@ std::vector<at::Tensor> reference_trajectory(const nlohmann::json& ref, Opt& opt
     }
     opt.step();
     if (std::find(checkpoints.begin(), checkpoints.end(), step + 1) != checkpoints.end()) {
-      std::vector<at::Tensor> flat;
-      for (const auto& t : model->params) flat.push_back(t.detach().reshape(-1));
-      out.push_back(at::cat(flat).clone());
+      out.push_back(flat_tensors(model));
+      at_checkpoint();
     }
   }
   return out;

@@ -95,6 +95,16 @@ concept HasCapturableStep = requires(O& o, const O& c, const at::Tensor& found_i
   o.make_capturable();
   o.step_unless_inf(found_inf);
 };
+/// Optional: weights to evaluate and save other than those it steps
+/// (optim::ScheduleFreeAdamW's average): the Trainer puts them in the
+/// parameters for validation, checkpoints and after fit, and the training
+/// weights back before stepping; evaluating() says which are in.
+template <class O>
+concept HasEvaluationWeights = requires(O& o, const O& c) {
+  o.use_evaluation_weights();
+  o.use_training_weights();
+  { c.evaluating() } -> std::convertible_to<bool>;
+};
 template <class O>
 concept OptimizerPolicy = detail::HasDefaultOptions<O> && detail::OptimizerConstructible<O> &&
     detail::HasStep<O> && detail::HasLr<O> && detail::HasSetLr<O>;

@@ -23,6 +23,8 @@ struct LarsOptions;
 class Lars;
 struct MuonOptions;
 class Muon;
+struct ScheduleFreeAdamWOptions;
+class ScheduleFreeAdamW;
 struct SGDOptions;
 class SGD;
 template <class TorchOptimizer, class TorchOptions>

@@ -36,6 +36,7 @@
 #include "trainkit/trainer/detail/callback_set.hpp"
 #include "trainkit/trainer/detail/captured_steps.hpp"
 #include "trainkit/trainer/detail/coordinator.hpp"
+#include "trainkit/trainer/detail/evaluation.hpp"
 #include "trainkit/trainer/detail/loss_meter.hpp"
 #include "trainkit/trainer/detail/parameter_shards.hpp"
 #include "trainkit/trainer/detail/policy_checks.hpp"
@@ -197,13 +198,7 @@ class Trainer {
         if (const auto loss = coordinator().mean_loss(epoch_loss_))
           state.metrics["train_loss"] = *loss;  // of the epoch so far, when interrupted
         if (result.interrupted) break;
-        if (options.val_data) {
-          hooks.template dispatch<OnValidationBegin>(state);
-          for (const auto& [name, value] : evaluate<BatchT>(task, options.val_data)) {
-            state.metrics["val_" + name] = value;
-          }
-          hooks.template dispatch<OnValidationEnd>(state);
-        }
+        if (options.val_data) detail::validate<BatchT>(*this, task, options.val_data, state, hooks);
         schedules_.end_epoch(optimizer_, state);
         epoch_done_ = true;
         hooks.template dispatch<OnEpochEnd>(state);
@@ -211,6 +206,7 @@ class Trainer {
         result.epochs = epoch + 1;
         if (options.reached_max_steps(state.step)) state.request_stop("max_steps reached");
       }
+      detail::use_evaluation_weights(*this);  // what callbacks keep and users get after fit
       hooks.template dispatch<OnFitEnd>(state);
       Checkpoint::finish(*this, background);
     } catch (...) {
@@ -227,7 +223,7 @@ class Trainer {
   }
 
   /// Mean loss and task metrics over `data` (a range of batches), without
-  /// gradients, in eval mode.
+  /// gradients, in eval mode, on the optimizer's evaluation weights.
   template <class TaskT, class Range>
   requires data::detail::BatchRange<std::remove_reference_t<Range>> Metrics evaluate(TaskT&& task,
                                                                                      Range&& data) {
@@ -241,11 +237,13 @@ class Trainer {
     auto& module = model_.module();
     const bool was_training = module.is_training();
     module.eval();
+    const bool averaged = detail::use_evaluation_weights(*this);
     torch::NoGradGuard no_grad;
     detail::EvaluationSums sums;
     [[maybe_unused]] auto gathered = parallel::forward_scope(parallel_);
     data.for_each<B>([&](const B& raw) { sums.add(run_task(task, to_device(raw))); });
     module.train(was_training);
+    if (averaged) detail::use_evaluation_weights(*this, false);
     return coordinator().mean_metrics(sums.sums, sums.count);
   }
 

@@ -1027,16 +1027,21 @@ void mixed_precision() {
 }
 
 // ---- optimizers that need whole tensors from each rank's slices ----
-/// DeepMlp with Lamb or Lars (biases out of the trust ratio) or Muon (the
-/// weights orthogonalised, the biases AdamW's), 6 steps.
 template <class Opt>
 tk::ParamGroup groups_for() {
-  if constexpr (std::is_same_v<Opt, tk::optim::Muon>)
+  if constexpr (std::is_same_v<Opt, tk::optim::Muon>) {
     return tk::optim::Muon::hidden_matrices();
-  else
+  } else if constexpr (std::is_same_v<Opt, tk::optim::ScheduleFreeAdamW>) {
+    return {"biases", tk::params::below_2d(), {.weight_decay = 0.0}};
+  } else {
     return tk::params::no_trust_ratio();
+  }
 }
 
+/// DeepMlp with Lamb or Lars (biases out of the trust ratio), Muon (the
+/// weights orthogonalised, the biases AdamW's) or schedule-free AdamW (its
+/// average switched in for validation and after fit, each rank its slice),
+/// 6 steps in 2 epochs, validated after each.
 template <class Opt, class Par>
 MixedRun train_whole_tensors(int port_offset, const typename Opt::Options& options) {
   DeepMlp net;
@@ -1049,9 +1054,11 @@ MixedRun train_whole_tensors(int port_offset, const typename Opt::Options& optio
                     .param_groups = {groups_for<Opt>()}});
   auto gen = at::make_generator<at::CPUGeneratorImpl>(50 + rank_env());
   std::vector<tk::data::Batch> data;
-  for (int i = 0; i < 6; ++i) data.push_back({at::randn({16, 64}, gen), at::randn({16, 1}, gen)});
+  for (int i = 0; i < 3; ++i) data.push_back({at::randn({16, 64}, gen), at::randn({16, 1}, gen)});
+  const std::vector<tk::data::Batch> val{{at::randn({8, 64}, gen), at::randn({8, 1}, gen)}};
   MixedRun run;
-  trainer.fit(tk::task::Regression{}, data, {.data_is_per_rank = true},
+  trainer.fit(tk::task::Regression{}, data,
+              {.epochs = 2, .val_data = tk::data::BatchView(val), .data_is_per_rank = true},
               tk_test::StepRecord{&run.losses, &run.norms});
   run.params = whole_parameters(trainer);
   return run;
@@ -1105,6 +1112,10 @@ void whole_tensors() {
   const double within = world_env() == 2 ? 0.0 : 1e-5;
   whole_tensors_against_ddp<tk::optim::Muon>(
       "Muon", {.lr = 0.02, .ns_dtype = at::kFloat, .adamw = {.lr = 1e-2}}, 8, within, within);
+  // Elementwise, as AdamW: its slices need no whole tensor, but its
+  // average is switched in on each rank's slice and spread after.
+  whole_tensors_against_ddp<tk::optim::ScheduleFreeAdamW>(
+      "ScheduleFreeAdamW", {.lr = 0.01, .eps = 1e-4, .warmup_steps = 2}, 12);
 }
 
 // ---- full sharding's units: what a user can get wrong ----

@@ -20,6 +20,7 @@
 #include "trainkit/state.hpp"
 #include "trainkit/trainer/detail/background_save.hpp"
 #include "trainkit/trainer/detail/checkpoint_parts.hpp"
+#include "trainkit/trainer/detail/evaluation.hpp"
 #include "trainkit/trainer/detail/sharded_state.hpp"
 #include "trainkit/trainer/detail/state_layout.hpp"
 #include "trainkit/trainer_options.hpp"
@@ -82,47 +83,52 @@ struct TrainerCheckpoint {
     auto writers = std::make_shared<ShardedState::Gather>();
     return [&t, &state, &hooks, &background, sharded, writers](const std::filesystem::path& path,
                                                                std::function<void()> then) {
-      const auto codec = io::checkpoint_codec("TrainState::save_checkpoint", path.string());
-      const bool asynchronous = t.checkpoint_options_.asynchronous;
-      if (asynchronous) finish(t, background);  // the save before this one, on every rank
-      if (sharded) {
-        auto others = parts(t, state, hooks, /*whole_model=*/false);
-        auto prepared =
-            ShardedState::prepare(t.parallel_, state_view(t), others, path, asynchronous);
-        if (!asynchronous) {
-          ShardedState::write_now(t.parallel_, prepared, codec);
-          if (t.parallel_.is_main() && then) then();
+      const bool switched = use_evaluation_weights(t);  // saved: the weights to evaluate
+      const auto save = [&] {
+        const auto codec = io::checkpoint_codec("TrainState::save_checkpoint", path.string());
+        const bool asynchronous = t.checkpoint_options_.asynchronous;
+        if (asynchronous) finish(t, background);  // the save before this one, on every rank
+        if (sharded) {
+          auto others = parts(t, state, hooks, /*whole_model=*/false);
+          auto prepared =
+              ShardedState::prepare(t.parallel_, state_view(t), others, path, asynchronous);
+          if (!asynchronous) {
+            ShardedState::write_now(t.parallel_, prepared, codec);
+            if (t.parallel_.is_main() && then) then();
+            return;
+          }
+          if (!*writers) *writers = writer_gather(t);
+          auto what = prepared.what;
+          background.start(what, [prepared = std::move(prepared), codec, gather = *writers,
+                                  then = std::move(then)] {
+            ShardedState::write(prepared, codec, gather);
+            if (prepared.main && then) then();
+          });
           return;
         }
-        if (!*writers) *writers = writer_gather(t);
-        auto what = prepared.what;
-        background.start(what, [prepared = std::move(prepared), codec, gather = *writers,
-                                then = std::move(then)] {
-          ShardedState::write(prepared, codec, gather);
-          if (prepared.main && then) then();
-        });
-        return;
-      }
-      const auto what = "checkpoint " + path.string();
-      const auto write = [codec, path, then = std::move(then)](const io::Checkpoint& ckpt) {
-        codec.write(path, ckpt);
-        if (then) then();
-      };
-      [[maybe_unused]] auto whole = parallel::gathered_parameters(t.parallel_);
-      t.coordinator().write_once(
-          what, [&] { return parts(t, state, hooks).save(false); },
-          [&](io::Checkpoint& ckpt) {
-            if (!asynchronous) return write(ckpt);
-            for (auto& [name, part] : ckpt.parts) {  // off the parameters the next step changes
-              for (auto& [key, tensor] : part.tensors) {
-                tensor = tensor.detach().to(
-                    at::TensorOptions().device(at::kCPU).pinned_memory(tensor.is_cuda()),
-                    /*non_blocking=*/false, /*copy=*/true);
+        const auto what = "checkpoint " + path.string();
+        const auto write = [codec, path, then = std::move(then)](const io::Checkpoint& ckpt) {
+          codec.write(path, ckpt);
+          if (then) then();
+        };
+        [[maybe_unused]] auto whole = parallel::gathered_parameters(t.parallel_);
+        t.coordinator().write_once(
+            what, [&] { return parts(t, state, hooks).save(false); },
+            [&](io::Checkpoint& ckpt) {
+              if (!asynchronous) return write(ckpt);
+              for (auto& [name, part] : ckpt.parts) {  // off the parameters the next step changes
+                for (auto& [key, tensor] : part.tensors) {
+                  tensor = tensor.detach().to(
+                      at::TensorOptions().device(at::kCPU).pinned_memory(tensor.is_cuda()),
+                      /*non_blocking=*/false, /*copy=*/true);
+                }
               }
-            }
-            background.start(what, [write, ckpt = std::move(ckpt)] { write(ckpt); });
-          },
-          /*wait_for_write=*/!asynchronous);
+              background.start(what, [write, ckpt = std::move(ckpt)] { write(ckpt); });
+            },
+            /*wait_for_write=*/!asynchronous);
+      };
+      save();
+      if (switched) use_evaluation_weights(t, false);
     };
   }
 
@@ -172,6 +178,7 @@ struct TrainerCheckpoint {
       resume(t, options.resume_from, options.resume_if_present, state, hooks);
       t.apply_schedule(state);
     }
+    use_evaluation_weights(t, false);  // the weights the steps take
     auto start = t.resume_at_;
     start.by_samples = start.by_samples && !options.data_is_per_rank;
     if constexpr (!HasSetStartSample<Data>) {
