@@ -140,22 +140,17 @@ class Muon : public detail::GroupedOptions<MuonOptions> {
     StateDict d;
     steps_.save(d);
     save_field(d, "momentum", &Options::momentum);  // may be cycled by a schedule
-    for_each_state(
-        [&](const std::string& name, const at::Tensor& t, size_t) { d.tensors[name] = t; });
+    detail::save_state_tensors(d, [this](auto&& f) { for_each_state(f); });
     return d;
   }
   /// The state tensors that follow the flat parameters element by element.
   ElementwiseState elementwise_state() const {
-    ElementwiseState out;
-    for_each_state([&](const std::string& name, const at::Tensor&, size_t i) { out[name] = i; });
-    return out;
+    return detail::elementwise_of([this](auto&& f) { for_each_state(f); });
   }
   std::vector<std::string> per_group_values() const { return {"steps"}; }
   void load_state_dict(const StateDict& d) {
-    std::vector<std::pair<at::Tensor, at::Tensor>> assign;  // check all, then assign
-    for_each_state([&](const std::string& name, const at::Tensor& t, size_t) {
-      assign.emplace_back(t, d.tensor_like(name, t));
-    });
+    const auto assign = detail::read_state_tensors(
+        d, [this](auto&& f) { for_each_state(f); });  // checked, then assigned
     const auto steps = detail::StepCounts::read(d, steps_.per_buffer.size());
     const auto momentum = read_field(d, "momentum", &Options::momentum);
     torch::NoGradGuard no_grad;

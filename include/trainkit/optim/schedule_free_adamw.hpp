@@ -143,15 +143,12 @@ class ScheduleFreeAdamW : public detail::GroupedOptions<ScheduleFreeAdamWOptions
       d.values["weight_sum" + n] = average_[p].weight_sum;
     }
     save_field(d, "beta1", &Options::beta1);  // may be cycled by a schedule
-    for_each_state(
-        [&](const std::string& name, const at::Tensor& t, size_t) { d.tensors[name] = t; });
+    detail::save_state_tensors(d, [this](auto&& f) { for_each_state(f); });
     return d;
   }
   /// The state tensors that follow the flat parameters element by element.
   ElementwiseState elementwise_state() const {
-    ElementwiseState out;
-    for_each_state([&](const std::string& name, const at::Tensor&, size_t i) { out[name] = i; });
-    return out;
+    return detail::elementwise_of([this](auto&& f) { for_each_state(f); });
   }
   std::vector<std::string> per_group_values() const { return {"steps"}; }
   void load_state_dict(const StateDict& d) {

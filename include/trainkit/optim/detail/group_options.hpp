@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "trainkit/error.hpp"
@@ -69,6 +70,31 @@ struct StepCounts {
     return out;
   }
 };
+
+/// An optimizer's per-element state tensors, as `visit(f)` lists them with
+/// f(state-dict name, tensor, flat buffer): into a state dict, ...
+template <class Visit>
+void save_state_tensors(StateDict& d, const Visit& visit) {
+  visit([&](const std::string& name, const at::Tensor& t, size_t) { d.tensors[name] = t; });
+}
+/// ... as the flat buffers they follow (ElementwiseState), ...
+template <class Visit>
+ElementwiseState elementwise_of(const Visit& visit) {
+  ElementwiseState out;
+  visit([&](const std::string& name, const at::Tensor&, size_t i) { out[name] = i; });
+  return out;
+}
+/// ... and each paired with its value in `d`, all checked before the
+/// caller assigns any.
+template <class Visit>
+std::vector<std::pair<at::Tensor, at::Tensor>> read_state_tensors(const StateDict& d,
+                                                                  const Visit& visit) {
+  std::vector<std::pair<at::Tensor, at::Tensor>> out;
+  visit([&](const std::string& name, const at::Tensor& t, size_t) {
+    out.emplace_back(t, d.tensor_like(name, t));
+  });
+  return out;
+}
 
 }  // namespace trainkit::detail
 
