@@ -593,3 +593,10 @@ TEST_CASE("the fused batch norm's statistics kernel on CUDA: Welford's moments a
   }
 #endif
 }
+
+TEST_CASE_TEMPLATE("captured Muon, Lamb, Lars and schedule-free steps on CUDA equal eager ones",
+                   Optimizer, optim::Muon, optim::Lamb, optim::Lars, optim::ScheduleFreeAdamW) {
+  REQUIRE_CUDA();
+  tk_test::check_device_step_equals_eager<Optimizer>(cuda);
+  tk_test::check_device_step_resume<Optimizer>(cuda);
+}

@@ -195,3 +195,21 @@ TEST_CASE("capture::CudaGraph refuses a momentum changed after the step was reco
   CHECK_THROWS_WITH_AS(t.fit(task::Classification{}, graph_batches(20), {}, Meddler{&t}),
                        doctest::Contains("optim momentum"), Error);
 }
+
+TEST_CASE_TEMPLATE("cuda_graph: optimizers without fused kernels record a step equal to eager",
+                   Optimizer, optim::Muon, optim::Lamb, optim::Lars, optim::ScheduleFreeAdamW) {
+  tk_test::check_device_step_equals_eager<Optimizer>(torch::kCPU);
+}
+
+TEST_CASE_TEMPLATE("cuda_graph: optimizers without fused kernels resume a recorded run exactly",
+                   Optimizer, optim::Muon, optim::Lamb, optim::Lars, optim::ScheduleFreeAdamW) {
+  tk_test::check_device_step_resume<Optimizer>(torch::kCPU);
+}
+
+TEST_CASE("a step on the device's inf flag needs make_capturable first") {
+  auto model = tk_test::seeded_mlp();
+  FlatParams flat(model->parameters());
+  optim::Lamb lamb(flat, {});
+  CHECK_THROWS_WITH_AS(lamb.step_unless_inf(at::zeros({1})), doctest::Contains("make_capturable"),
+                       Error);
+}

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "trainkit/error.hpp"
+#include "trainkit/optim/detail/device_step.hpp"
 #include "trainkit/optim/detail/group_options.hpp"
 #include "trainkit/optim/detail/trust_ratio.hpp"
 #include "trainkit/params.hpp"
@@ -36,15 +37,14 @@ struct LambOptions {
   bool bias_correction = true;  ///< Algorithm 2 as published has it; some BERT code not
 };
 
-class Lamb : public detail::GroupedOptions<LambOptions> {
+class Lamb : public detail::CapturableOptimizer<Lamb, LambOptions> {
  public:
   static constexpr const char* stable_name(std::type_identity<Lamb>) {
     return "trainkit::optim::Lamb";
   }
   using Options = LambOptions;
 
-  Lamb(FlatParams& params, const Options& options)
-      : GroupedOptions(params, options, resolve), params_(&params), steps_(params.groups().size()) {
+  Lamb(FlatParams& params, const Options& options) : CapturableOptimizer(params, options, resolve) {
     for (const auto& g : params.groups()) {
       exp_avg_.push_back(at::zeros_like(g.data));
       exp_avg_sq_.push_back(at::zeros_like(g.data));
@@ -54,41 +54,13 @@ class Lamb : public detail::GroupedOptions<LambOptions> {
     }
   }
 
-  void step() {
-    torch::NoGradGuard no_grad;
-    ++steps_.total;
-    auto groups = params_->groups();
-    for (size_t i = 0; i < groups.size(); ++i) {
-      auto& g = groups[i];
-      if (params_->frozen(g.param_group)) continue;  // no step, no state change
-      const auto& o = group_[g.param_group];
-      const auto t = double(++steps_.per_buffer[i]);
-      exp_avg_[i].mul_(o.beta1).add_(g.grad, 1.0 - o.beta1);
-      exp_avg_sq_[i].mul_(o.beta2).addcmul_(g.grad, g.grad, 1.0 - o.beta2);
-      const double bc1 = o.bias_correction ? 1.0 - std::pow(o.beta1, t) : 1.0;
-      const double bc2 = o.bias_correction ? 1.0 - std::pow(o.beta2, t) : 1.0;
-      auto& update = update_[i];  // Adam's step, in a buffer kept between steps
-      update.copy_(exp_avg_sq_[i]).div_(bc2).sqrt_().add_(o.eps);
-      at::div_out(update, exp_avg_[i], update).div_(bc1);
-      if (o.weight_decay != 0.0) update.add_(g.data, o.weight_decay);
-      if (!trust_[i]) {
-        g.data.add_(update, -o.lr);
-        continue;
-      }
-      const auto norms = detail::parameter_norms(*params_, g, {g.data, update});
-      const auto ratio = detail::ratio_or_one(norms[0] / norms[1], norms[0], norms[1]);
-      g.data.addcmul_(update, detail::spread_over_elements(g, lengths_[i], ratio), -o.lr);
-    }
-  }
-
   /// OneCycle's momentum cycling drives beta1 (every group's), as for Adam.
   double momentum() const { return group_.front().beta1; }
   void set_momentum(double beta1) { set_all(&Options::beta1, beta1); }
-  int64_t steps_taken() const { return steps_.total; }
 
   StateDict state_dict() const {
     StateDict d;
-    steps_.save(d);
+    steps_.counts().save(d);
     save_field(d, "beta1", &Options::beta1);  // may be cycled by a schedule
     detail::save_state_tensors(d, [this](auto&& f) { for_each_state(f); });
     return d;
@@ -101,15 +73,45 @@ class Lamb : public detail::GroupedOptions<LambOptions> {
   void load_state_dict(const StateDict& d) {
     const auto assign = detail::read_state_tensors(
         d, [this](auto&& f) { for_each_state(f); });  // checked, then assigned
-    const auto steps = detail::StepCounts::read(d, steps_.per_buffer.size());
+    const auto steps = detail::StepCounts::read(d, steps_.buffers());
     const auto beta1 = read_field(d, "beta1", &Options::beta1);
     torch::NoGradGuard no_grad;
     for (auto& [target, source] : assign) target.copy_(source);
-    steps_ = steps;
+    steps_.assign(steps);
     assign_field(&Options::beta1, beta1);
   }
 
  private:
+  friend CapturableOptimizer;
+
+  /// The step, with scalars S: double on the host, 0-d tensors on the device.
+  template <class S>
+  void step_as(const at::Tensor& found_inf) {
+    using namespace detail;
+    step_buffers<S>(found_inf, [&](size_t i, FlatGroup& g, InfSkip& skip) {
+      const auto& o = group_[g.param_group];
+      const S t = steps_.advance<S>(i, skip);
+      const S lr = rate<S>(g.param_group);
+      for (const auto& changed : {exp_avg_[i], exp_avg_sq_[i], g.data}) skip.keep(changed);
+      exp_avg_[i].mul_(o.beta1).add_(g.grad, 1.0 - o.beta1);
+      exp_avg_sq_[i].mul_(o.beta2).addcmul_(g.grad, g.grad, 1.0 - o.beta2);
+      auto& update = update_[i];  // Adam's step, in a buffer kept between steps
+      update.copy_(exp_avg_sq_[i]);
+      if (o.bias_correction) divide_by(update, 1.0 - pow_of(o.beta2, t));
+      update.sqrt_().add_(o.eps);
+      at::div_out(update, exp_avg_[i], update);
+      if (o.bias_correction) divide_by(update, 1.0 - pow_of(o.beta1, t));
+      if (o.weight_decay != 0.0) update.add_(g.data, o.weight_decay);
+      if (!trust_[i]) {
+        add_scaled(g.data, update, -lr);
+        return;
+      }
+      const auto norms = parameter_norms(*params_, g, {g.data, update});
+      const auto ratio = ratio_or_one(norms[0] / norms[1], norms[0], norms[1]);
+      add_product(g.data, update, spread_over_elements(g, lengths_[i], ratio), -lr);
+    });
+  }
+
   template <class F>
   void for_each_state(F&& f) const {
     for (size_t i = 0; i < exp_avg_.size(); ++i) {
@@ -144,8 +146,6 @@ class Lamb : public detail::GroupedOptions<LambOptions> {
     return o;
   }
 
-  FlatParams* params_;
-  detail::StepCounts steps_;
   std::vector<at::Tensor> exp_avg_, exp_avg_sq_, update_;
   std::vector<char> trust_;          ///< per flat buffer: its group's trust_ratio
   std::vector<at::Tensor> lengths_;  ///< per flat buffer: its parameters' lengths, on its device

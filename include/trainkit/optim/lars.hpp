@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "trainkit/error.hpp"
+#include "trainkit/optim/detail/device_step.hpp"
 #include "trainkit/optim/detail/group_options.hpp"
 #include "trainkit/optim/detail/trust_ratio.hpp"
 #include "trainkit/params.hpp"
@@ -40,15 +41,14 @@ struct LarsOptions {
   bool trust_clip = false;  ///< LARC's clipping: the ratio over lr, at most 1
 };
 
-class Lars : public detail::GroupedOptions<LarsOptions> {
+class Lars : public detail::CapturableOptimizer<Lars, LarsOptions> {
  public:
   static constexpr const char* stable_name(std::type_identity<Lars>) {
     return "trainkit::optim::Lars";
   }
   using Options = LarsOptions;
 
-  Lars(FlatParams& params, const Options& options)
-      : GroupedOptions(params, options, resolve), params_(&params), steps_(params.groups().size()) {
+  Lars(FlatParams& params, const Options& options) : CapturableOptimizer(params, options, resolve) {
     for (const auto& g : params.groups()) {
       momentum_.push_back(at::zeros_like(g.data));
       update_.push_back(at::empty_like(g.data));
@@ -57,46 +57,24 @@ class Lars : public detail::GroupedOptions<LarsOptions> {
     }
   }
 
-  void step() {
-    torch::NoGradGuard no_grad;
-    ++steps_.total;
-    auto groups = params_->groups();
+  /// A buffer's first step copies its momentum in on the host's word: the
+  /// step is recorded once every trainable buffer has taken it.
+  bool ready_to_capture() const {
+    const auto groups = params_->groups();
     for (size_t i = 0; i < groups.size(); ++i) {
-      auto& g = groups[i];
-      if (params_->frozen(g.param_group)) continue;  // no step, no state change
-      const auto& o = group_[g.param_group];
-      auto& d = update_[i];  // kept between steps: no allocation per step
-      at::add_out(d, g.grad, g.data, o.weight_decay);
-      if (trust_[i]) {
-        const auto norms = detail::parameter_norms(*params_, g, {g.data, g.grad});
-        const auto& w = norms[0];
-        auto ratio = o.trust_coefficient * w / (norms[1] + w * o.weight_decay + o.eps);
-        ratio = detail::ratio_or_one(ratio, w, norms[1]);
-        if (o.trust_clip) ratio = at::clamp_max(ratio / o.lr, 1.0);
-        d.mul_(detail::spread_over_elements(g, lengths_[i], ratio));
-      }
-      auto& buffer = momentum_[i];
-      if (o.momentum != 0.0) {
-        if (steps_.per_buffer[i] == 0) {
-          buffer.copy_(d);
-        } else {
-          buffer.mul_(o.momentum).add_(d, 1.0 - o.dampening);
-        }
-        if (o.nesterov) d.add_(buffer, o.momentum);
-      }
-      ++steps_.per_buffer[i];
-      g.data.add_(o.momentum != 0.0 && !o.nesterov ? buffer : d, -o.lr);
+      const size_t p = groups[i].param_group;
+      if (!params_->frozen(p) && group_[p].momentum != 0.0 && !steps_.stepped(i)) return false;
     }
+    return true;
   }
 
   /// OneCycle's momentum cycling drives every group's.
   double momentum() const { return group_.front().momentum; }
   void set_momentum(double m) { set_all(&Options::momentum, m); }
-  int64_t steps_taken() const { return steps_.total; }
 
   StateDict state_dict() const {
     StateDict d;
-    steps_.save(d);
+    steps_.counts().save(d);
     save_field(d, "momentum", &Options::momentum);  // may be cycled by a schedule
     for (size_t i = 0; i < momentum_.size(); ++i)
       d.tensors["momentum_buffer." + std::to_string(i)] = momentum_[i];
@@ -113,15 +91,50 @@ class Lars : public detail::GroupedOptions<LarsOptions> {
     std::vector<at::Tensor> buffers;  // check all, then assign
     for (size_t i = 0; i < momentum_.size(); ++i)
       buffers.push_back(d.tensor_like("momentum_buffer." + std::to_string(i), momentum_[i]));
-    const auto steps = detail::StepCounts::read(d, steps_.per_buffer.size());
+    const auto steps = detail::StepCounts::read(d, steps_.buffers());
     const auto momentum = read_field(d, "momentum", &Options::momentum);
     torch::NoGradGuard no_grad;
     for (size_t i = 0; i < buffers.size(); ++i) momentum_[i].copy_(buffers[i]);
-    steps_ = steps;
+    steps_.assign(steps);
     assign_field(&Options::momentum, momentum);
   }
 
  private:
+  friend CapturableOptimizer;
+
+  /// The step, with scalars S: double on the host, 0-d tensors on the device.
+  template <class S>
+  void step_as(const at::Tensor& found_inf) {
+    using namespace detail;
+    step_buffers<S>(found_inf, [&](size_t i, FlatGroup& g, InfSkip& skip) {
+      const auto& o = group_[g.param_group];
+      const S lr = rate<S>(g.param_group);
+      auto& d = update_[i];  // kept between steps: no allocation per step
+      at::add_out(d, g.grad, g.data, o.weight_decay);
+      if (trust_[i]) {
+        const auto norms = parameter_norms(*params_, g, {g.data, g.grad});
+        const auto& w = norms[0];
+        auto ratio = o.trust_coefficient * w / (norms[1] + w * o.weight_decay + o.eps);
+        ratio = ratio_or_one(ratio, w, norms[1]);
+        if (o.trust_clip) ratio = at::clamp_max(ratio / lr, 1.0);
+        d.mul_(spread_over_elements(g, lengths_[i], ratio));
+      }
+      auto& buffer = momentum_[i];
+      if (o.momentum != 0.0) {
+        skip.keep(buffer);
+        if (!steps_.stepped(i)) {
+          buffer.copy_(d);
+        } else {
+          buffer.mul_(o.momentum).add_(d, 1.0 - o.dampening);
+        }
+        if (o.nesterov) d.add_(buffer, o.momentum);
+      }
+      steps_.advance<S>(i, skip);
+      skip.keep(g.data);
+      add_scaled(g.data, o.momentum != 0.0 && !o.nesterov ? buffer : d, -lr);
+    });
+  }
+
   static Options resolve(Options o, const GroupOptions& g, size_t param_group) {
     using detail::refuse_group_option;
     const char* accepted = "lr, lr_scale, weight_decay, momentum, dampening, nesterov, trust_ratio";
@@ -151,8 +164,6 @@ class Lars : public detail::GroupedOptions<LarsOptions> {
     return o;
   }
 
-  FlatParams* params_;
-  detail::StepCounts steps_;
   std::vector<at::Tensor> momentum_, update_;
   std::vector<char> trust_;          ///< per flat buffer: its group's trust_ratio
   std::vector<at::Tensor> lengths_;  ///< per flat buffer: its parameters' lengths, on its device

@@ -30,6 +30,7 @@
 #include "trainkit/error.hpp"
 #include "trainkit/optim/adamw.hpp"
 #include "trainkit/optim/detail/adam_kernel.hpp"
+#include "trainkit/optim/detail/device_step.hpp"
 #include "trainkit/optim/detail/group_options.hpp"
 #include "trainkit/param_groups.hpp"
 #include "trainkit/params.hpp"
@@ -55,15 +56,14 @@ struct MuonOptions {
   AdamWOptions adamw{};
 };
 
-class Muon : public detail::GroupedOptions<MuonOptions> {
+class Muon : public detail::CapturableOptimizer<Muon, MuonOptions> {
  public:
   static constexpr const char* stable_name(std::type_identity<Muon>) {
     return "trainkit::optim::Muon";
   }
   using Options = MuonOptions;
 
-  Muon(FlatParams& params, const Options& options)
-      : GroupedOptions(params, options, resolve), params_(&params), steps_(params.groups().size()) {
+  Muon(FlatParams& params, const Options& options) : CapturableOptimizer(params, options, resolve) {
     const auto groups = params.groups();
     for (size_t i = 0; i < groups.size(); ++i) {
       const auto& g = groups[i];
@@ -79,49 +79,9 @@ class Muon : public detail::GroupedOptions<MuonOptions> {
     }
   }
 
-  void step() {
-    torch::NoGradGuard no_grad;
-    ++steps_.total;
-    auto groups = params_->groups();
-    for (size_t i = 0; i < groups.size(); ++i) {
-      auto& g = groups[i];
-      if (params_->frozen(g.param_group)) continue;
-      const auto& o = group_[g.param_group];
-      ++steps_.per_buffer[i];
-      if (!momentum_[i].defined()) {
-        const auto& a = o.adamw;
-        const detail::AdamHyper h{o.lr,           a.beta1,
-                                  a.beta2,        a.eps,
-                                  a.weight_decay, /*decoupled=*/true,
-                                  a.amsgrad,      steps_.per_buffer[i]};
-        detail::adam_step(g.data, g.grad, exp_avg_[i], exp_avg_sq_[i], max_exp_avg_sq_[i],
-                          scratch_[i], h);
-        continue;
-      }
-      if (g.whole) {
-        step_slice(i, g, o);
-        continue;
-      }
-      for (size_t k = 0; k < g.views.size(); ++k) {
-        const auto view = [&](const at::Tensor& t) {
-          return t.as_strided(g.views[k].sizes, g.views[k].strides, g.offsets[k]);
-        };
-        auto param = view(g.data);
-        const auto grad = view(g.grad);
-        auto buffer = view(momentum_[i]);
-        buffer.lerp_(grad, 1.0 - o.momentum);
-        const auto update = o.nesterov ? grad.lerp(buffer, o.momentum) : buffer;
-        const auto ortho = orthogonalise(update, o, ns_dtype_[i]);
-        param.mul_(1.0 - o.lr * o.weight_decay);
-        param.add_(ortho, -adjusted_lr(o, param.size(0), param.size(1)));
-      }
-    }
-  }
-
   /// OneCycle's momentum cycling drives the orthogonalised groups' momentum.
   double momentum() const { return group_.front().momentum; }
   void set_momentum(double m) { set_all(&Options::momentum, m); }
-  int64_t steps_taken() const { return steps_.total; }
   /// A group of the 2-d parameters outside embeddings whose names do not
   /// match `exclude` (the head: "lm_head"), marked muon: the hidden layers'
   /// matrices, as the speed records orthogonalise them. The rest (embeddings,
@@ -138,7 +98,7 @@ class Muon : public detail::GroupedOptions<MuonOptions> {
 
   StateDict state_dict() const {
     StateDict d;
-    steps_.save(d);
+    steps_.counts().save(d);
     save_field(d, "momentum", &Options::momentum);  // may be cycled by a schedule
     detail::save_state_tensors(d, [this](auto&& f) { for_each_state(f); });
     return d;
@@ -151,11 +111,11 @@ class Muon : public detail::GroupedOptions<MuonOptions> {
   void load_state_dict(const StateDict& d) {
     const auto assign = detail::read_state_tensors(
         d, [this](auto&& f) { for_each_state(f); });  // checked, then assigned
-    const auto steps = detail::StepCounts::read(d, steps_.per_buffer.size());
+    const auto steps = detail::StepCounts::read(d, steps_.buffers());
     const auto momentum = read_field(d, "momentum", &Options::momentum);
     torch::NoGradGuard no_grad;
     for (auto& [target, source] : assign) target.copy_(source);
-    steps_ = steps;
+    steps_.assign(steps);
     assign_field(&Options::momentum, momentum);
   }
 
@@ -177,6 +137,53 @@ class Muon : public detail::GroupedOptions<MuonOptions> {
   }
 
  private:
+  friend CapturableOptimizer;
+
+  /// The step, with scalars S: double on the host, 0-d tensors on the device.
+  template <class S>
+  void step_as(const at::Tensor& found_inf) {
+    using namespace detail;
+    step_buffers<S>(found_inf, [&](size_t i, FlatGroup& g, InfSkip& skip) {
+      const auto& o = group_[g.param_group];
+      const S lr = rate<S>(g.param_group);  // an AdamW group's is its adamw.lr
+      const S t = steps_.advance<S>(i, skip);
+      for (const auto& changed :
+           {g.data, momentum_[i], exp_avg_[i], exp_avg_sq_[i], max_exp_avg_sq_[i]})
+        if (changed.defined()) skip.keep(changed);
+      if (!momentum_[i].defined()) {
+        const auto& a = o.adamw;
+        if constexpr (std::is_same_v<S, double>) {
+          const AdamHyper h{lr,        a.beta1,        a.beta2,
+                            a.eps,     a.weight_decay, /*decoupled=*/true,
+                            a.amsgrad, int64_t(t)};
+          adam_step(g.data, g.grad, exp_avg_[i], exp_avg_sq_[i], max_exp_avg_sq_[i], scratch_[i],
+                    h);
+        } else {
+          adamw_step_on_device(g.data, g.grad, exp_avg_[i], exp_avg_sq_[i], max_exp_avg_sq_[i],
+                               scratch_[i], lr, t, a.beta1, a.beta2, a.eps, a.weight_decay);
+        }
+        return;
+      }
+      if (g.whole) {
+        step_slice<S>(i, g, o, lr);
+        return;
+      }
+      for (size_t k = 0; k < g.views.size(); ++k) {
+        const auto view = [&](const at::Tensor& t) {
+          return t.as_strided(g.views[k].sizes, g.views[k].strides, g.offsets[k]);
+        };
+        auto param = view(g.data);
+        const auto grad = view(g.grad);
+        auto buffer = view(momentum_[i]);
+        buffer.lerp_(grad, 1.0 - o.momentum);
+        const auto update = o.nesterov ? grad.lerp(buffer, o.momentum) : buffer;
+        const auto ortho = orthogonalise(update, o, ns_dtype_[i]);
+        scale_by(param, 1.0 - lr * o.weight_decay);
+        add_scaled(param, ortho, -lr * lr_ratio(o, param.size(0), param.size(1)));
+      }
+    });
+  }
+
   /// f(state-dict name, tensor, flat buffer) for each per-element state tensor.
   template <class F>
   void for_each_state(F&& f) const {
@@ -193,7 +200,8 @@ class Muon : public detail::GroupedOptions<MuonOptions> {
   /// FullShard): the momentum on the slice, the update gathered whole, and
   /// each matrix the slice touches orthogonalised here (the rest by the
   /// ranks that hold them): the same arithmetic as on whole buffers.
-  void step_slice(size_t i, FlatGroup& g, const Options& o) {
+  template <class S>
+  void step_slice(size_t i, FlatGroup& g, const Options& o, const S& lr) {
     auto& buffer = momentum_[i];
     buffer.lerp_(g.grad, 1.0 - o.momentum);
     const auto update =
@@ -208,18 +216,18 @@ class Muon : public detail::GroupedOptions<MuonOptions> {
       const auto ortho =
           orthogonalise(update.as_strided(v.sizes, v.strides, first), o, ns_dtype_[i]);
       auto param = g.data.narrow(0, lo - begin, hi - lo);
-      param.mul_(1.0 - o.lr * o.weight_decay);
+      detail::scale_by(param, 1.0 - lr * o.weight_decay);
       // a 2-d parameter is row-major in its buffer (channels-last is 4-d only)
-      param.add_(ortho.contiguous().view({-1}).narrow(0, lo - first, hi - lo),
-                 -adjusted_lr(o, v.sizes[0], v.sizes[1]));
+      detail::add_scaled(param, ortho.contiguous().view({-1}).narrow(0, lo - first, hi - lo),
+                         -lr * lr_ratio(o, v.sizes[0], v.sizes[1]));
     }
   }
 
-  static double adjusted_lr(const Options& o, int64_t rows, int64_t cols) {
-    const double ratio = o.adjust_lr == Options::AdjustLr::Original
-                             ? std::sqrt(std::max(1.0, double(rows) / double(cols)))
-                             : 0.2 * std::sqrt(double(std::max(rows, cols)));
-    return o.lr * ratio;
+  /// The learning rate's adjustment by shape (adjust_lr).
+  static double lr_ratio(const Options& o, int64_t rows, int64_t cols) {
+    return o.adjust_lr == Options::AdjustLr::Original
+               ? std::sqrt(std::max(1.0, double(rows) / double(cols)))
+               : 0.2 * std::sqrt(double(std::max(rows, cols)));
   }
 
   /// 2-d matrices only; a shard's slices need its strategy's gather.
@@ -303,8 +311,6 @@ class Muon : public detail::GroupedOptions<MuonOptions> {
     }
   }
 
-  FlatParams* params_;
-  detail::StepCounts steps_;
   std::vector<at::ScalarType> ns_dtype_;  ///< per flat buffer
   std::vector<at::Tensor> momentum_;      ///< muon buffers (undefined for AdamW's)
   std::vector<at::Tensor> exp_avg_, exp_avg_sq_, max_exp_avg_sq_, scratch_;  ///< AdamW buffers

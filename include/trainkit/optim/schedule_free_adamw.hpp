@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "trainkit/error.hpp"
+#include "trainkit/optim/detail/device_step.hpp"
 #include "trainkit/optim/detail/group_options.hpp"
 #include "trainkit/params.hpp"
 #include "trainkit/state_dict.hpp"
@@ -42,7 +43,8 @@ struct ScheduleFreeAdamWOptions {
   double weight_lr_power = 2.0;  ///< ... and as lr_max^weight_lr_power
 };
 
-class ScheduleFreeAdamW : public detail::GroupedOptions<ScheduleFreeAdamWOptions> {
+class ScheduleFreeAdamW
+    : public detail::CapturableOptimizer<ScheduleFreeAdamW, ScheduleFreeAdamWOptions> {
  public:
   static constexpr const char* stable_name(std::type_identity<ScheduleFreeAdamW>) {
     return "trainkit::optim::ScheduleFreeAdamW";
@@ -50,10 +52,8 @@ class ScheduleFreeAdamW : public detail::GroupedOptions<ScheduleFreeAdamWOptions
   using Options = ScheduleFreeAdamWOptions;
 
   ScheduleFreeAdamW(FlatParams& params, const Options& options)
-      : GroupedOptions(params, options, resolve),
-        params_(&params),
-        steps_(params.groups().size()),
-        average_(params.param_groups().size()) {
+      : CapturableOptimizer(params, options, resolve),
+        average_(params.param_groups().size(), Average{0.0, -1.0, 0.0}) {
     for (const auto& g : params.groups()) {
       z_.push_back(at::zeros_like(g.data));  // y's value at the buffer's first step
       exp_avg_sq_.push_back(at::zeros_like(g.data));
@@ -61,44 +61,13 @@ class ScheduleFreeAdamW : public detail::GroupedOptions<ScheduleFreeAdamWOptions
     }
   }
 
-  void step() {
-    if (evaluating_) {
-      throw Error(
-          "trainkit: optim::ScheduleFreeAdamW::step: the parameters hold the evaluation weights "
-          "(x); call use_training_weights() first (the Trainer does)");
-    }
-    torch::NoGradGuard no_grad;
-    ++steps_.total;
-    std::vector<double> lr(group_.size()), ckp1(group_.size());
-    for (size_t p = 0; p < group_.size(); ++p) {
-      if (params_->frozen(p)) continue;
-      const auto& o = group_[p];
-      auto& a = average_[p];
-      const double k = double(a.k);
-      const double warm = a.k < o.warmup_steps ? (k + 1.0) / double(o.warmup_steps) : 1.0;
-      lr[p] = o.lr * warm * std::sqrt(1.0 - std::pow(o.beta2, k + 1.0));
-      a.lr_max = std::max(lr[p], a.lr_max);
-      const double weight = std::pow(k + 1.0, o.r) * std::pow(a.lr_max, o.weight_lr_power);
-      a.weight_sum += weight;
-      ckp1[p] = a.weight_sum != 0.0 ? weight / a.weight_sum : 0.0;
-      ++a.k;
-    }
-    auto groups = params_->groups();
-    for (size_t i = 0; i < groups.size(); ++i) {
-      auto& g = groups[i];
-      const size_t p = g.param_group;
-      if (params_->frozen(p)) continue;
-      const auto& o = group_[p];
-      if (steps_.per_buffer[i]++ == 0) z_[i].copy_(g.data);
-      exp_avg_sq_[i].mul_(o.beta2).addcmul_(g.grad, g.grad, 1.0 - o.beta2);
-      auto& d = scratch_[i];  // the normalised gradient, kept between steps
-      at::sqrt_out(d, exp_avg_sq_[i]).add_(o.eps);
-      at::div_out(d, g.grad, d);
-      if (o.weight_decay != 0.0) d.add_(g.data, o.weight_decay);
-      g.data.lerp_(z_[i], ckp1[p]);
-      g.data.add_(d, lr[p] * (o.beta1 * (1.0 - ckp1[p]) - 1.0));
-      z_[i].sub_(d, lr[p]);
-    }
+  /// A buffer's first step sets z on the host's word: the step is recorded
+  /// once every trainable buffer has taken it.
+  bool ready_to_capture() const {
+    const auto groups = params_->groups();
+    for (size_t i = 0; i < groups.size(); ++i)
+      if (!params_->frozen(groups[i].param_group) && !steps_.stepped(i)) return false;
+    return true;
   }
 
   /// The parameters to x, the weights to evaluate and save; y kept aside.
@@ -108,7 +77,7 @@ class ScheduleFreeAdamW : public detail::GroupedOptions<ScheduleFreeAdamWOptions
     torch::NoGradGuard no_grad;
     for (size_t i = 0; i < z_.size(); ++i) {
       auto& g = params_->groups()[i];
-      if (steps_.per_buffer[i] == 0) continue;
+      if (!steps_.stepped(i)) continue;
       scratch_[i].copy_(g.data);
       g.data.lerp_(z_[i], 1.0 - 1.0 / group_[g.param_group].beta1);
     }
@@ -119,7 +88,7 @@ class ScheduleFreeAdamW : public detail::GroupedOptions<ScheduleFreeAdamWOptions
     if (!evaluating_) return;
     torch::NoGradGuard no_grad;
     for (size_t i = 0; i < z_.size(); ++i)
-      if (steps_.per_buffer[i] > 0) params_->groups()[i].data.copy_(scratch_[i]);
+      if (steps_.stepped(i)) params_->groups()[i].data.copy_(scratch_[i]);
     evaluating_ = false;
   }
   bool evaluating() const { return evaluating_; }
@@ -127,20 +96,20 @@ class ScheduleFreeAdamW : public detail::GroupedOptions<ScheduleFreeAdamWOptions
   /// OneCycle's momentum cycling drives beta1, as for Adam.
   double momentum() const { return group_.front().beta1; }
   void set_momentum(double beta1) { set_all(&Options::beta1, beta1); }
-  int64_t steps_taken() const { return steps_.total; }
 
   /// z, v and y (the training weights, so a resumed run is bitwise an
   /// unbroken one whichever weights the model's part holds), the average's
   /// sums per parameter group, and which weights the parameters hold.
   StateDict state_dict() const {
     StateDict d;
-    steps_.save(d);
+    steps_.counts().save(d);
     d.values["evaluation_weights"] = evaluating_;
-    for (size_t p = 0; p < average_.size(); ++p) {
+    const auto average = average_values();
+    for (size_t p = 0; p < average.size(); ++p) {
       const auto n = p == 0 ? std::string() : "." + std::to_string(p);
-      d.values["average_steps" + n] = average_[p].k;
-      d.values["lr_max" + n] = average_[p].lr_max;
-      d.values["weight_sum" + n] = average_[p].weight_sum;
+      d.values["average_steps" + n] = static_cast<int64_t>(average[p].k);
+      d.values["lr_max" + n] = average[p].lr_max;
+      d.values["weight_sum" + n] = average[p].weight_sum;
     }
     save_field(d, "beta1", &Options::beta1);  // may be cycled by a schedule
     detail::save_state_tensors(d, [this](auto&& f) { for_each_state(f); });
@@ -159,19 +128,24 @@ class ScheduleFreeAdamW : public detail::GroupedOptions<ScheduleFreeAdamWOptions
       assign.emplace_back(exp_avg_sq_[i], d.tensor_like("exp_avg_sq." + n, exp_avg_sq_[i]));
       assign.emplace_back(scratch_[i], d.tensor_like("y." + n, scratch_[i]));
     }
-    const auto steps = detail::StepCounts::read(d, steps_.per_buffer.size());
+    const auto steps = detail::StepCounts::read(d, steps_.buffers());
     const bool evaluating = d.value<bool>("evaluation_weights");
     std::vector<Average> average(average_.size());
     for (size_t p = 0; p < average.size(); ++p) {
       const auto n = p == 0 ? std::string() : "." + std::to_string(p);
-      average[p] = {d.value<int64_t>("average_steps" + n), d.value<double>("lr_max" + n),
+      average[p] = {double(d.value<int64_t>("average_steps" + n)), d.value<double>("lr_max" + n),
                     d.value<double>("weight_sum" + n)};
     }
     const auto beta1 = read_field(d, "beta1", &Options::beta1);
     torch::NoGradGuard no_grad;
     for (auto& [target, source] : assign) target.copy_(source);
-    steps_ = steps;
+    steps_.assign(steps);
     average_ = average;
+    for (size_t p = 0; p < device_average_.size(); ++p) {
+      device_average_[p].k.fill_(average[p].k);
+      device_average_[p].lr_max.fill_(average[p].lr_max);
+      device_average_[p].weight_sum.fill_(average[p].weight_sum);
+    }
     assign_field(&Options::beta1, beta1);
     // y went to the copy use_training_weights restores: where the model's
     // part holds y (saved while training), restoring it changes nothing.
@@ -180,13 +154,91 @@ class ScheduleFreeAdamW : public detail::GroupedOptions<ScheduleFreeAdamWOptions
   }
 
  private:
+  friend CapturableOptimizer;
+
+  /// make_capturable's part here: the averages' sums to the device.
+  void move_to_device(const at::Tensor& like) {
+    const auto o = like.options().dtype(at::kDouble);
+    for (const auto& a : average_)
+      device_average_.push_back(
+          {at::full({}, a.k, o), at::full({}, a.lr_max, o), at::full({}, a.weight_sum, o)});
+  }
+
   /// Per parameter group: the average's steps and sums (the authors' k,
-  /// lr_max and weight_sum).
-  struct Average {
-    int64_t k = 0;
-    double lr_max = -1.0;
-    double weight_sum = 0.0;
+  /// lr_max and weight_sum), in S (see step_as).
+  template <class S>
+  struct AverageOf {
+    S k, lr_max, weight_sum;
   };
+  using Average = AverageOf<double>;
+
+  template <class S>
+  std::vector<AverageOf<S>>& averages() {
+    if constexpr (std::is_same_v<S, double>) {
+      return average_;
+    } else {
+      return device_average_;
+    }
+  }
+  /// The averages' sums (read from the device, which waits for it, once capturable).
+  std::vector<Average> average_values() const {
+    if (device_average_.empty()) return average_;
+    std::vector<Average> out;
+    for (const auto& a : device_average_)
+      out.push_back({a.k.item<double>(), a.lr_max.item<double>(), a.weight_sum.item<double>()});
+    return out;
+  }
+
+  /// The step, with scalars S: double on the host, 0-d tensors on the device.
+  template <class S>
+  void step_as(const at::Tensor& found_inf) {
+    using namespace detail;
+    if (evaluating_) {
+      throw Error(
+          "trainkit: optim::ScheduleFreeAdamW::step: the parameters hold the evaluation weights "
+          "(x); call use_training_weights() first (the Trainer does)");
+    }
+    torch::NoGradGuard no_grad;
+    InfSkip skip(found_inf);
+    steps_.advance_total<S>(skip);
+    std::vector<S> lr(group_.size()), ckp1(group_.size());
+    for (size_t p = 0; p < group_.size(); ++p) {
+      if (params_->frozen(p)) continue;
+      const auto& o = group_[p];
+      auto& a = averages<S>()[p];
+      if constexpr (!std::is_same_v<S, double>) {
+        for (const auto& changed : {a.k, a.lr_max, a.weight_sum}) skip.keep(changed);
+      }
+      const S k1 = a.k + 1.0;  // this step's, from 1
+      lr[p] = rate<S>(p);
+      if (o.warmup_steps > 0) lr[p] = lr[p] * min_of(k1 / double(o.warmup_steps), 1.0);
+      lr[p] = lr[p] * sqrt_of(1.0 - pow_of(o.beta2, k1));
+      assign(a.lr_max, max_of(lr[p], a.lr_max));
+      const S weight = pow_of(k1, o.r) * pow_of(a.lr_max, o.weight_lr_power);
+      assign(a.weight_sum, a.weight_sum + weight);
+      ckp1[p] = ratio_or_zero(weight, a.weight_sum);
+      assign(a.k, k1);
+    }
+    auto groups = params_->groups();
+    for (size_t i = 0; i < groups.size(); ++i) {
+      auto& g = groups[i];
+      const size_t p = g.param_group;
+      if (params_->frozen(p)) continue;
+      const auto& o = group_[p];
+      for (const auto& changed : {z_[i], exp_avg_sq_[i], g.data}) skip.keep(changed);
+      if (!steps_.stepped(i)) z_[i].copy_(g.data);
+      steps_.advance<S>(i, skip);
+      exp_avg_sq_[i].mul_(o.beta2).addcmul_(g.grad, g.grad, 1.0 - o.beta2);
+      auto& d = scratch_[i];  // the normalised gradient, kept between steps
+      at::sqrt_out(d, exp_avg_sq_[i]).add_(o.eps);
+      at::div_out(d, g.grad, d);
+      if (o.weight_decay != 0.0) d.add_(g.data, o.weight_decay);
+      lerp_towards(g.data, z_[i], ckp1[p]);
+      add_scaled(g.data, d, lr[p] * (o.beta1 * (1.0 - ckp1[p]) - 1.0));
+      add_scaled(z_[i], d, -lr[p]);
+    }
+    skip.finish();
+  }
 
   /// f(state-dict name, tensor, flat buffer) for each per-element state
   /// tensor; y is the parameters themselves while they hold it.
@@ -234,9 +286,8 @@ class ScheduleFreeAdamW : public detail::GroupedOptions<ScheduleFreeAdamWOptions
     return o;
   }
 
-  FlatParams* params_;
-  detail::StepCounts steps_;
-  std::vector<Average> average_;  ///< per parameter group
+  std::vector<Average> average_;                       ///< per parameter group; until capturable
+  std::vector<AverageOf<at::Tensor>> device_average_;  ///< once capturable
   std::vector<at::Tensor> z_, exp_avg_sq_;
   /// Per flat buffer: the normalised gradient during a step; y while the
   /// parameters hold x.

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -140,6 +141,16 @@ class GroupedOptions {
     for (size_t g = 0; g < group_.size(); ++g) device_lr_[g].make_capturable(group_[g].lr, like);
   }
   const at::Tensor& device_lr(size_t param_group) const { return device_lr_[param_group].tensor(); }
+  /// A group's learning rate as a step over scalars S reads it (device_step.hpp):
+  /// the host's number (double), or its device tensor once capturable.
+  template <class S>
+  S rate(size_t param_group) const {
+    if constexpr (std::is_same_v<S, double>) {
+      return group_[param_group].lr;
+    } else {
+      return device_lr(param_group);
+    }
+  }
 
   /// A field a schedule cycles for every group (momentum, beta1).
   void set_all(double O::*field, double value) {
