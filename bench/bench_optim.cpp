@@ -2,7 +2,8 @@
 // tensors, closeness after 10 steps, and on 4 x 4M elements the step time
 // against the machine's memory-bandwidth bound, measured here with an
 // in-place add on every core; and callbacks::Ema's update against the
-// AdamW step on the same parameters.
+// AdamW step on the same parameters; and the optimizers without a one-pass
+// CPU kernel (Lamb, Lars, ScheduleFreeAdamW) against AdamW's.
 #include <torch/torch.h>
 #include <trainkit/callbacks/ema.hpp>
 #include <trainkit/optim.hpp>
@@ -108,20 +109,26 @@ void large_tensors() {
   bench::report("adamw_4_large", buf);
 }
 
-// callbacks::Ema's update (a lerp per flat buffer) against the AdamW step on
-// the same parameters: one update every step, and every 4th step.
-void ema_vs_adamw(const char* name, int64_t tensors, int64_t numel, int iters) {
-  torch::nn::Module model;
+/// A module of `tensors` random parameters of `numel` elements each.
+std::shared_ptr<torch::nn::Module> random_model(int64_t tensors, int64_t numel) {
+  auto model = std::make_shared<torch::nn::Module>();
   torch::manual_seed(0);
   for (int64_t i = 0; i < tensors; ++i) {
     std::string name = "p";  // not "p" + to_string(i): GCC 12's -Wrestrict false positive
     name += std::to_string(i);
-    model.register_parameter(name, torch::randn({numel}));
+    model->register_parameter(name, torch::randn({numel}));
   }
-  FlatParams flat(model);
+  return model;
+}
+
+// callbacks::Ema's update (a lerp per flat buffer) against the AdamW step on
+// the same parameters: one update every step, and every 4th step.
+void ema_vs_adamw(const char* name, int64_t tensors, int64_t numel, int iters) {
+  const auto model = random_model(tensors, numel);
+  FlatParams flat(*model);
   for (auto& g : flat.groups()) g.grad.normal_();
   optim::AdamW adamw(flat, {.lr = 1e-3, .weight_decay = 0.01});
-  TrainState state(model);
+  TrainState state(*model);
   callbacks::Ema ema({.decay = 0.999});
   ema.on_fit_begin(state);
   state.step = 1000;  // past the first update, which copies
@@ -136,6 +143,36 @@ void ema_vs_adamw(const char* name, int64_t tensors, int64_t numel, int iters) {
   bench::report(name, buf);
 }
 
+// Lamb, Lars and ScheduleFreeAdamW run sequences of ATen ops where AdamW has
+// trainkit's one-pass CPU kernel: their step time against AdamW's on the
+// same parameters, and the fewest streams over the buffers each needs
+// (reads + writes of parameter-sized arrays; AdamW's kernel moves 7), which
+// bounds what a one-pass kernel of theirs could save.
+void without_kernels(const char* name, int64_t tensors, int64_t numel, int iters) {
+  const auto model = random_model(tensors, numel);
+  FlatParams flat(*model);
+  for (auto& g : flat.groups()) g.grad.normal_();
+  const auto time = [&](auto& optimizer) {
+    return bench::seconds_per_call([&] { optimizer.step(); }, iters);
+  };
+  optim::AdamW adamw(flat, {.lr = 1e-3, .weight_decay = 0.01});
+  optim::Lamb lamb(flat, {});
+  optim::Lars lars(flat, {});
+  optim::ScheduleFreeAdamW schedule_free(flat, {.weight_decay = 0.01});
+  const double t_adamw = time(adamw), t_lamb = time(lamb), t_lars = time(lars),
+               t_sf = time(schedule_free);
+  char buf[400];
+  std::snprintf(buf, sizeof buf,
+                "\"tensors\": %lld, \"numel\": %lld, \"adamw_ms\": %.3f, \"lamb_ms\": %.3f, "
+                "\"lars_ms\": %.3f, \"schedule_free_ms\": %.3f, \"lamb_vs_adamw\": %.2f, "
+                "\"lars_vs_adamw\": %.2f, \"schedule_free_vs_adamw\": %.2f, "
+                "\"fewest_streams\": {\"adamw\": 7, \"lamb\": 10, \"lars\": 7, "
+                "\"schedule_free\": 7}",
+                (long long)tensors, (long long)numel, t_adamw * 1e3, t_lamb * 1e3, t_lars * 1e3,
+                t_sf * 1e3, t_lamb / t_adamw, t_lars / t_adamw, t_sf / t_adamw);
+  bench::report(name, buf);
+}
+
 }  // namespace
 
 int main() {
@@ -144,4 +181,7 @@ int main() {
   large_tensors();
   ema_vs_adamw("ema_200_small", 200, 1000, 200);
   ema_vs_adamw("ema_4_large", 4, 4 * 1024 * 1024, 10);
+  // the GPT example's size (106K parameters, as bench_time_to_target's), and large buffers
+  without_kernels("without_kernels_gpt_size", 12, 8868, 500);
+  without_kernels("without_kernels_4_large", 4, 4 * 1024 * 1024, 10);
 }

@@ -87,7 +87,9 @@ TEST_CASE("optim::Lamb and optim::Lars match the papers' algorithms over 20 step
   }
 }
 
-TEST_CASE("per-parameter norms of a shard's slices total to the whole parameters' norms") {
+TEST_CASE(
+    "per-parameter norms of a shard's slices total to the whole parameters' norms, and factors "
+    "scale each parameter's elements") {
   // What each rank of a sharded run computes before the all-reduce sums
   // the squares (the exchange itself: sharding.whole_tensors_{2,3}).
   const auto ref = tk_test::load_reference("trust.json");
@@ -116,6 +118,14 @@ TEST_CASE("per-parameter norms of a shard's slices total to the whole parameters
   CHECK(spread[95].item<double>() == 0.0);
   CHECK(spread[96].item<double>() == 1.0);
   CHECK(spread[g.numel() - 1].item<double>() == 3.0);
+  // Scaled in place: per parameter's view on CPUs, by the spread factors on
+  // GPUs; the two agree to the bit.
+  const auto factors = at::rand({4}, at::kDouble);
+  auto scaled = at::randn({g.numel()});
+  const auto expected =
+      scaled * trainkit::detail::spread_over_elements(g, lengths, factors.to(at::kFloat));
+  trainkit::detail::scale_per_parameter(g, lengths, scaled, factors);
+  CHECK(at::equal(scaled, expected));
 }
 
 TEST_CASE("optim::Lamb and Lars: the groups they leave out, and the errors") {

@@ -1095,7 +1095,8 @@ void whole_tensors_against_ddp(const char* optimizer, const typename Opt::Option
     // (about 1e-7 apart), as a reduce-scatter sums the gradients. LAMB's
     // Adam step divides by sqrt(v) + eps, which magnifies such rounding
     // where a gradient is near zero: eps 1e-4 here (at 1e-6, 1.2e-6 of the
-    // weights and 5e-6 of the biases, which step without the ratio).
+    // weights and 5e-6 of the biases, which step without the ratio; at
+    // 1e-4 the biases part by 3.05e-6 on 3 ranks, the weights by 2.2e-7).
     check(run.losses.size() == 6 && loss <= 1e-6 && w <= weights_within && b <= biases_within,
           std::string(optimizer) + " under " + name + " equals DDP (losses within 1e-6, weights " +
               c10::str(weights_within) + ", biases " + c10::str(biases_within) + ")");
@@ -1106,7 +1107,7 @@ void whole_tensors_against_ddp(const char* optimizer, const typename Opt::Option
 }
 
 void whole_tensors() {
-  whole_tensors_against_ddp<tk::optim::Lamb>("Lamb", {.lr = 0.01, .eps = 1e-4}, 0);
+  whole_tensors_against_ddp<tk::optim::Lamb>("Lamb", {.lr = 0.01, .eps = 1e-4}, 0, 1e-6, 5e-6);
   whole_tensors_against_ddp<tk::optim::Lars>("Lars", {.lr = 0.1, .nesterov = true}, 4);
   // Muon's iteration takes the same inputs as DDP's, so two ranks are
   // bitwise. Three ranks' reduce-scatter sums in another order than

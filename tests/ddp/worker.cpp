@@ -160,28 +160,36 @@ void zero_parity() {
 // and ZeroSharded, replayed by re-running the recorded body (emulate: the
 // collectives run again, as a graph would launch them), equals the eager
 // run within 1e-6 over 20 steps of AdamW + OneCycle + clip::Norm + Every<2>,
-// with a parameter group at its own rate (a device learning rate per group).
-template <class Par, class Capture>
-using SettingTrainer = tk::Trainer<tk::optim::AdamW, tk::sched::OneCycle, tk::precision::Fp32,
+// with a parameter group at its own rate (a device learning rate per group);
+// and so do Muon (whole matrices gathered in the step) and Lamb (norms
+// totalled over the ranks), which step on the device once capturable.
+template <class Par, class Capture, class Opt = tk::optim::AdamW>
+using SettingTrainer = tk::Trainer<Opt, tk::sched::OneCycle, tk::precision::Fp32,
                                    tk::accumulate::Every<2>, tk::clip::Norm, Par, Capture>;
 
-template <class Par>
+template <class Par, class Opt = tk::optim::AdamW>
 void captured_equals_eager(int port_offset, const char* name) {
-  // LibTorch < 2.4 has no fused kernels: there capture falls back to eager.
+  // LibTorch < 2.4 has no fused kernels: there AdamW's capture falls back to eager.
   const auto fused = TRAINKIT_HAS_FUSED_OPTIMIZERS ? std::optional<bool>(true) : std::nullopt;
   const auto options = [&]<class Trainer>(std::type_identity<Trainer>, int offset) {
-    typename Trainer::Options o{
-        .optim = {.lr = 1e-2, .fused = fused},
-        .sched = {.max_lr = 2e-2, .cycle_momentum = false},
-        .clip = {.max_norm = 0.5},
-        .parallel = ddp_options(offset),
-        .param_groups = {
-            {"biases", tk::params::below_2d(), {.weight_decay = 0.0, .max_lr = 1e-2}}}};
+    typename Trainer::Options o{.sched = {.max_lr = 2e-2, .cycle_momentum = false},
+                                .clip = {.max_norm = 0.5},
+                                .parallel = ddp_options(offset)};
+    if constexpr (std::is_same_v<Opt, tk::optim::Muon>) {
+      o.optim = {.lr = 0.02, .adamw = {.lr = 1e-2}};
+      o.param_groups = {tk::optim::Muon::hidden_matrices()};
+    } else if constexpr (std::is_same_v<Opt, tk::optim::Lamb>) {
+      o.optim = {.lr = 1e-2};
+      o.param_groups = {tk::params::no_trust_ratio()};
+    } else {
+      o.optim = {.lr = 1e-2, .fused = fused};
+      o.param_groups = {{"biases", tk::params::below_2d(), {.weight_decay = 0.0, .max_lr = 1e-2}}};
+    }
     if constexpr (requires { o.capture.emulate; }) o.capture = {.warmup_steps = 2, .emulate = true};
     return o;
   };
-  using Eager = SettingTrainer<Par, tk::capture::None>;
-  using Captured = SettingTrainer<Par, tk::capture::CudaGraph>;
+  using Eager = SettingTrainer<Par, tk::capture::None, Opt>;
+  using Captured = SettingTrainer<Par, tk::capture::CudaGraph, Opt>;
   auto eager_model = make_model(), captured_model = make_model();
   Eager eager(eager_model, options(std::type_identity<Eager>{}, port_offset));
   Captured captured(captured_model, options(std::type_identity<Captured>{}, port_offset + 1));
@@ -201,7 +209,7 @@ void captured_equals_eager(int port_offset, const char* name) {
                          eager_result.metrics.at("train_loss") -
                      1) < 1e-6,
         "the captured run's train_loss is the eager run's");
-  if (TRAINKIT_HAS_FUSED_OPTIMIZERS) {
+  if (TRAINKIT_HAS_FUSED_OPTIMIZERS || !std::is_same_v<Opt, tk::optim::AdamW>) {
     check(captured.graph_recorded() && captured.graph_replays() > 10,
           "the step was recorded and replayed");
   }
@@ -211,6 +219,11 @@ void captured() {
   captured_equals_eager<tk::parallel::DDP>(0, "DDP");
   captured_equals_eager<tk::parallel::ZeroSharded>(2, "ZeroSharded");
   captured_equals_eager<tk::parallel::ShardGradOp>(4, "ShardGradOp");
+}
+
+void captured_optimizers() {
+  captured_equals_eager<tk::parallel::ZeroSharded, tk::optim::Muon>(0, "ZeroSharded, Muon");
+  captured_equals_eager<tk::parallel::ShardGradOp, tk::optim::Lamb>(2, "ShardGradOp, Lamb");
 }
 
 // A checkpoint callback for the resume scenarios.
@@ -813,6 +826,7 @@ int main(int argc, char** argv) {
                          {"buffers", [&] { buffers(); }},
                          {"recipes", [&] { recipes(); }},
                          {"captured", [&] { captured(); }},
+                         {"captured_optimizers", [&] { captured_optimizers(); }},
                          {"any_batch", [&] { any_batch(); }},
                          {"torchrun", [&] { torchrun(); }},
                          {"shards", [&] { shards(), shards_resume(dir); }},

@@ -108,7 +108,8 @@ class Lamb : public detail::CapturableOptimizer<Lamb, LambOptions> {
       }
       const auto norms = parameter_norms(*params_, g, {g.data, update});
       const auto ratio = ratio_or_one(norms[0] / norms[1], norms[0], norms[1]);
-      add_product(g.data, update, spread_over_elements(g, lengths_[i], ratio), -lr);
+      scale_per_parameter(g, lengths_[i], update, ratio);
+      add_scaled(g.data, update, -lr);
     });
   }
 

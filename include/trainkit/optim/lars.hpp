@@ -117,7 +117,7 @@ class Lars : public detail::CapturableOptimizer<Lars, LarsOptions> {
         auto ratio = o.trust_coefficient * w / (norms[1] + w * o.weight_decay + o.eps);
         ratio = ratio_or_one(ratio, w, norms[1]);
         if (o.trust_clip) ratio = at::clamp_max(ratio / lr, 1.0);
-        d.mul_(spread_over_elements(g, lengths_[i], ratio));
+        scale_per_parameter(g, lengths_[i], d, ratio);
       }
       auto& buffer = momentum_[i];
       if (o.momentum != 0.0) {

@@ -170,15 +170,6 @@ inline void add_scaled(const at::Tensor& target, const at::Tensor& x, double sca
 inline void add_scaled(const at::Tensor& target, const at::Tensor& x, const at::Tensor& scale) {
   target.addcmul_(x, scale.to(target.scalar_type()));
 }
-/// target += scale * a * b
-inline void add_product(const at::Tensor& target, const at::Tensor& a, const at::Tensor& b,
-                        double scale) {
-  target.addcmul_(a, b, scale);
-}
-inline void add_product(const at::Tensor& target, const at::Tensor& a, const at::Tensor& b,
-                        const at::Tensor& scale) {
-  target.addcmul_(a, b * scale.to(target.scalar_type()));
-}
 /// target /= divisor
 inline void divide_by(const at::Tensor& target, double divisor) {
   target.div_(divisor);
