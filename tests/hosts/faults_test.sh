@@ -102,7 +102,7 @@ done
 start host_down
 wait_for "$out/host_down.host1.log" "^rank 2: step 6$"
 fault=$(now)
-ip netns pids "${hosts[0]}" | xargs -r kill -9
+bash "$TK_ON" down "${hosts[0]}"
 expect=("" "rendezvous store did not answer")
 finish host_down "$fault" 2 3
 cat "$out/faults.md"

@@ -11,6 +11,8 @@
 #     when SCRIPT passes TK_HOSTS_TIMEOUT seconds (240).
 #   tests/hosts/hosts.sh on HOST CMD...
 #     runs CMD on HOST: its network stack, hostname and /etc/hosts.
+#   tests/hosts/hosts.sh down HOST
+#     SIGKILLs every process on HOST, as a machine that dies whole.
 #
 # Each host is a network namespace with loopback up and one veth link
 # (eth0, 10.201.0.<i+1>/24) to a bridge the fixture makes; the bridge has no
@@ -23,6 +25,23 @@ if [ "${1:-}" = on ]; then
   host=$2
   shift 2
   exec ip netns exec "$host" unshare --uts bash -c 'hostname "$0" && exec "$@"' "$host" "$@"
+fi
+# A process may exit between the listing and the kill (which then fails with
+# "No such process"): kill until none is listed (a killed process awaiting
+# its parent's wait is listed no more), for at most 5 s.
+kill_all_on() {
+  for _ in $(seq 50); do
+    local doomed
+    doomed=$(ip netns pids "$1" 2> /dev/null) || return 0
+    [ -n "$doomed" ] || return 0
+    # shellcheck disable=SC2086  # one pid per word
+    kill -9 $doomed 2> /dev/null || true
+    sleep 0.1
+  done
+}
+if [ "${1:-}" = down ]; then
+  kill_all_on "$2"
+  exit 0
 fi
 
 count=$1
@@ -57,7 +76,7 @@ cleanup() {
   if [ -n "$child" ]; then kill -TERM "$child" 2> /dev/null || true; fi
   for h in "${hosts[@]}"; do
     if [ -e "/run/netns/$h" ]; then
-      ip netns pids "$h" 2> /dev/null | xargs -r kill -9 2> /dev/null || true
+      kill_all_on "$h"
       timeout 10 ip netns delete "$h" || echo "hosts.sh: could not delete namespace $h" >&2
     fi
     rm -rf "/etc/netns/$h"
@@ -75,7 +94,7 @@ for stale in $(ip netns list | grep -oE '^tk[0-9]+h[0-9]+' || true); do
   pid=${stale#tk}
   pid=${pid%h*}
   if ! kill -0 "$pid" 2> /dev/null; then
-    ip netns pids "$stale" 2> /dev/null | xargs -r kill -9 2> /dev/null || true
+    kill_all_on "$stale"
     ip netns delete "$stale" || true
     rm -rf "/etc/netns/$stale"
     ip link delete "tk${pid}br" 2> /dev/null || true

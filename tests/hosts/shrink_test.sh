@@ -32,7 +32,7 @@ for _ in $(seq 600); do
   sleep 0.1
 done
 grep -q "rank 0: step 10$" "$out/host0.log" || fail "rank 0 did not reach step 10 within 60 s"
-ip netns pids "${hosts[1]}" | xargs -r kill -9
+bash "$TK_ON" down "${hosts[1]}"
 wait "${pids[1]}" 2> /dev/null || true
 wait "${pids[0]}" || fail "host 0's torchrun did not finish the run alone"
 
