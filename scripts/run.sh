@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # One entry point for people and CI (see README.md):
+#   scripts/run.sh setup               install every Debian package the demo and the tests use
 #   scripts/run.sh demo [demo flags]   install what the demo needs, build it, train it
 #   scripts/run.sh test                install what is missing, then the whole suite:
 #                                      Debian 13 (LibTorch 2.6): the fast suite with
