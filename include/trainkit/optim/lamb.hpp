@@ -84,33 +84,32 @@ class Lamb : public detail::CapturableOptimizer<Lamb, LambOptions> {
  private:
   friend CapturableOptimizer;
 
-  /// The step, with scalars S: double on the host, 0-d tensors on the device.
+  /// Flat buffer i's step, with scalars S: double on the host, 0-d
+  /// tensors on the device (called for each buffer not frozen).
   template <class S>
-  void step_as(const at::Tensor& found_inf) {
+  void step_buffer(size_t i, FlatGroup& g, detail::InfSkip& skip) {
     using namespace detail;
-    step_buffers<S>(found_inf, [&](size_t i, FlatGroup& g, InfSkip& skip) {
-      const auto& o = group_[g.param_group];
-      const S t = steps_.advance<S>(i, skip);
-      const S lr = rate<S>(g.param_group);
-      for (const auto& changed : {exp_avg_[i], exp_avg_sq_[i], g.data}) skip.keep(changed);
-      exp_avg_[i].mul_(o.beta1).add_(g.grad, 1.0 - o.beta1);
-      exp_avg_sq_[i].mul_(o.beta2).addcmul_(g.grad, g.grad, 1.0 - o.beta2);
-      auto& update = update_[i];  // Adam's step, in a buffer kept between steps
-      update.copy_(exp_avg_sq_[i]);
-      if (o.bias_correction) divide_by(update, 1.0 - pow_of(o.beta2, t));
-      update.sqrt_().add_(o.eps);
-      at::div_out(update, exp_avg_[i], update);
-      if (o.bias_correction) divide_by(update, 1.0 - pow_of(o.beta1, t));
-      if (o.weight_decay != 0.0) update.add_(g.data, o.weight_decay);
-      if (!trust_[i]) {
-        add_scaled(g.data, update, -lr);
-        return;
-      }
-      const auto norms = parameter_norms(*params_, g, {g.data, update});
-      const auto ratio = ratio_or_one(norms[0] / norms[1], norms[0], norms[1]);
-      scale_per_parameter(g, lengths_[i], update, ratio);
+    const auto& o = group_[g.param_group];
+    const S t = steps_.advance<S>(i, skip);
+    const S lr = rate<S>(g.param_group);
+    for (const auto& changed : {exp_avg_[i], exp_avg_sq_[i], g.data}) skip.keep(changed);
+    exp_avg_[i].mul_(o.beta1).add_(g.grad, 1.0 - o.beta1);
+    exp_avg_sq_[i].mul_(o.beta2).addcmul_(g.grad, g.grad, 1.0 - o.beta2);
+    auto& update = update_[i];  // Adam's step, in a buffer kept between steps
+    update.copy_(exp_avg_sq_[i]);
+    if (o.bias_correction) divide_by(update, 1.0 - pow_of(o.beta2, t));
+    update.sqrt_().add_(o.eps);
+    at::div_out(update, exp_avg_[i], update);
+    if (o.bias_correction) divide_by(update, 1.0 - pow_of(o.beta1, t));
+    if (o.weight_decay != 0.0) update.add_(g.data, o.weight_decay);
+    if (!trust_[i]) {
       add_scaled(g.data, update, -lr);
-    });
+      return;
+    }
+    const auto norms = parameter_norms(*params_, g, {g.data, update});
+    const auto ratio = ratio_or_one(norms[0] / norms[1], norms[0], norms[1]);
+    scale_per_parameter(g, lengths_[i], update, ratio);
+    add_scaled(g.data, update, -lr);
   }
 
   template <class F>

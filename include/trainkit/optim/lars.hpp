@@ -102,37 +102,36 @@ class Lars : public detail::CapturableOptimizer<Lars, LarsOptions> {
  private:
   friend CapturableOptimizer;
 
-  /// The step, with scalars S: double on the host, 0-d tensors on the device.
+  /// Flat buffer i's step, with scalars S: double on the host, 0-d
+  /// tensors on the device (called for each buffer not frozen).
   template <class S>
-  void step_as(const at::Tensor& found_inf) {
+  void step_buffer(size_t i, FlatGroup& g, detail::InfSkip& skip) {
     using namespace detail;
-    step_buffers<S>(found_inf, [&](size_t i, FlatGroup& g, InfSkip& skip) {
-      const auto& o = group_[g.param_group];
-      const S lr = rate<S>(g.param_group);
-      auto& d = update_[i];  // kept between steps: no allocation per step
-      at::add_out(d, g.grad, g.data, o.weight_decay);
-      if (trust_[i]) {
-        const auto norms = parameter_norms(*params_, g, {g.data, g.grad});
-        const auto& w = norms[0];
-        auto ratio = o.trust_coefficient * w / (norms[1] + w * o.weight_decay + o.eps);
-        ratio = ratio_or_one(ratio, w, norms[1]);
-        if (o.trust_clip) ratio = at::clamp_max(ratio / lr, 1.0);
-        scale_per_parameter(g, lengths_[i], d, ratio);
+    const auto& o = group_[g.param_group];
+    const S lr = rate<S>(g.param_group);
+    auto& d = update_[i];  // kept between steps: no allocation per step
+    at::add_out(d, g.grad, g.data, o.weight_decay);
+    if (trust_[i]) {
+      const auto norms = parameter_norms(*params_, g, {g.data, g.grad});
+      const auto& w = norms[0];
+      auto ratio = o.trust_coefficient * w / (norms[1] + w * o.weight_decay + o.eps);
+      ratio = ratio_or_one(ratio, w, norms[1]);
+      if (o.trust_clip) ratio = at::clamp_max(ratio / lr, 1.0);
+      scale_per_parameter(g, lengths_[i], d, ratio);
+    }
+    auto& buffer = momentum_[i];
+    if (o.momentum != 0.0) {
+      skip.keep(buffer);
+      if (!steps_.stepped(i)) {
+        buffer.copy_(d);
+      } else {
+        buffer.mul_(o.momentum).add_(d, 1.0 - o.dampening);
       }
-      auto& buffer = momentum_[i];
-      if (o.momentum != 0.0) {
-        skip.keep(buffer);
-        if (!steps_.stepped(i)) {
-          buffer.copy_(d);
-        } else {
-          buffer.mul_(o.momentum).add_(d, 1.0 - o.dampening);
-        }
-        if (o.nesterov) d.add_(buffer, o.momentum);
-      }
-      steps_.advance<S>(i, skip);
-      skip.keep(g.data);
-      add_scaled(g.data, o.momentum != 0.0 && !o.nesterov ? buffer : d, -lr);
-    });
+      if (o.nesterov) d.add_(buffer, o.momentum);
+    }
+    steps_.advance<S>(i, skip);
+    skip.keep(g.data);
+    add_scaled(g.data, o.momentum != 0.0 && !o.nesterov ? buffer : d, -lr);
   }
 
   static Options resolve(Options o, const GroupOptions& g, size_t param_group) {

@@ -139,49 +139,46 @@ class Muon : public detail::CapturableOptimizer<Muon, MuonOptions> {
  private:
   friend CapturableOptimizer;
 
-  /// The step, with scalars S: double on the host, 0-d tensors on the device.
+  /// Flat buffer i's step, with scalars S: double on the host, 0-d
+  /// tensors on the device (called for each buffer not frozen).
   template <class S>
-  void step_as(const at::Tensor& found_inf) {
+  void step_buffer(size_t i, FlatGroup& g, detail::InfSkip& skip) {
     using namespace detail;
-    step_buffers<S>(found_inf, [&](size_t i, FlatGroup& g, InfSkip& skip) {
-      const auto& o = group_[g.param_group];
-      const S lr = rate<S>(g.param_group);  // an AdamW group's is its adamw.lr
-      const S t = steps_.advance<S>(i, skip);
-      for (const auto& changed :
-           {g.data, momentum_[i], exp_avg_[i], exp_avg_sq_[i], max_exp_avg_sq_[i]})
-        if (changed.defined()) skip.keep(changed);
-      if (!momentum_[i].defined()) {
-        const auto& a = o.adamw;
-        if constexpr (std::is_same_v<S, double>) {
-          const AdamHyper h{lr,        a.beta1,        a.beta2,
-                            a.eps,     a.weight_decay, /*decoupled=*/true,
-                            a.amsgrad, int64_t(t)};
-          adam_step(g.data, g.grad, exp_avg_[i], exp_avg_sq_[i], max_exp_avg_sq_[i], scratch_[i],
-                    h);
-        } else {
-          adamw_step_on_device(g.data, g.grad, exp_avg_[i], exp_avg_sq_[i], max_exp_avg_sq_[i],
-                               scratch_[i], lr, t, a.beta1, a.beta2, a.eps, a.weight_decay);
-        }
-        return;
+    const auto& o = group_[g.param_group];
+    const S lr = rate<S>(g.param_group);  // an AdamW group's is its adamw.lr
+    const S t = steps_.advance<S>(i, skip);
+    for (const auto& changed :
+         {g.data, momentum_[i], exp_avg_[i], exp_avg_sq_[i], max_exp_avg_sq_[i]})
+      if (changed.defined()) skip.keep(changed);
+    if (!momentum_[i].defined()) {
+      const auto& a = o.adamw;
+      if constexpr (std::is_same_v<S, double>) {
+        const AdamHyper h{lr,        a.beta1,   a.beta2, a.eps, a.weight_decay, /*decoupled=*/true,
+                          a.amsgrad, int64_t(t)};
+        adam_step(g.data, g.grad, exp_avg_[i], exp_avg_sq_[i], max_exp_avg_sq_[i], scratch_[i], h);
+      } else {
+        adamw_step_on_device(g.data, g.grad, exp_avg_[i], exp_avg_sq_[i], max_exp_avg_sq_[i],
+                             scratch_[i], lr, t, a.beta1, a.beta2, a.eps, a.weight_decay);
       }
-      if (g.whole) {
-        step_slice<S>(i, g, o, lr);
-        return;
-      }
-      for (size_t k = 0; k < g.views.size(); ++k) {
-        const auto view = [&](const at::Tensor& t) {
-          return t.as_strided(g.views[k].sizes, g.views[k].strides, g.offsets[k]);
-        };
-        auto param = view(g.data);
-        const auto grad = view(g.grad);
-        auto buffer = view(momentum_[i]);
-        buffer.lerp_(grad, 1.0 - o.momentum);
-        const auto update = o.nesterov ? grad.lerp(buffer, o.momentum) : buffer;
-        const auto ortho = orthogonalise(update, o, ns_dtype_[i]);
-        scale_by(param, 1.0 - lr * o.weight_decay);
-        add_scaled(param, ortho, -lr * lr_ratio(o, param.size(0), param.size(1)));
-      }
-    });
+      return;
+    }
+    if (g.whole) {
+      step_slice<S>(i, g, o, lr);
+      return;
+    }
+    for (size_t k = 0; k < g.views.size(); ++k) {
+      const auto view = [&](const at::Tensor& t) {
+        return t.as_strided(g.views[k].sizes, g.views[k].strides, g.offsets[k]);
+      };
+      auto param = view(g.data);
+      const auto grad = view(g.grad);
+      auto buffer = view(momentum_[i]);
+      buffer.lerp_(grad, 1.0 - o.momentum);
+      const auto update = o.nesterov ? grad.lerp(buffer, o.momentum) : buffer;
+      const auto ortho = orthogonalise(update, o, ns_dtype_[i]);
+      scale_by(param, 1.0 - lr * o.weight_decay);
+      add_scaled(param, ortho, -lr * lr_ratio(o, param.size(0), param.size(1)));
+    }
   }
 
   /// f(state-dict name, tensor, flat buffer) for each per-element state tensor.

@@ -221,10 +221,13 @@ inline void adamw_step_on_device(const at::Tensor& param, const at::Tensor& grad
 }
 
 /// The public step of an optimizer `Derived` (options O) whose step is
-/// written once as `template <class S> void step_as(const at::Tensor&
-/// found_inf)` (see the file's comment): host numbers until
-/// make_capturable(), device tensors after. A Derived with more state to
-/// move (ScheduleFreeAdamW's sums) defines `move_to_device(like)`.
+/// written once over scalars S (see the file's comment): host numbers until
+/// make_capturable(), device tensors after. Derived defines
+/// `template <class S> void step_buffer(size_t i, FlatGroup& g, InfSkip&)`,
+/// one flat buffer's step, or, when a step does more than its buffers',
+/// `template <class S> void step_as(const at::Tensor& found_inf)` (see
+/// below). A Derived with more state to move (ScheduleFreeAdamW's sums)
+/// defines `move_to_device(like)`.
 template <class Derived, class O>
 class CapturableOptimizer : public GroupedOptions<O> {
  public:
@@ -253,6 +256,13 @@ class CapturableOptimizer : public GroupedOptions<O> {
   int64_t steps_taken() const { return steps_.counts().total; }
 
  protected:
+  /// The step over scalars S: Derived's step_buffer for each buffer.
+  template <class S>
+  void step_as(const at::Tensor& found_inf) {
+    step_buffers<S>(found_inf, [this](size_t i, FlatGroup& g, InfSkip& skip) {
+      self().template step_buffer<S>(i, g, skip);
+    });
+  }
   /// One step over scalars S: `buffer_step(i, flat buffer i, skip)` for
   /// each buffer whose group is not frozen (no step, no state change), then
   /// the skip applied.
