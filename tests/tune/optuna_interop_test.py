@@ -36,20 +36,25 @@ if KIND == "sqlite":
         if os.path.exists(leftover):
             os.remove(leftover)  # a fresh database each run
     URL, CPP_URL = "sqlite:///" + WHERE, "sqlite:" + WHERE
-else:
-    URL, CPP_URL = WHERE, "postgres:" + WHERE
+else:  # a database of its own, new each run, on the server of WHERE
+    import psycopg2
+    admin = psycopg2.connect(WHERE)
+    admin.autocommit = True
+    admin.cursor().execute("DROP DATABASE IF EXISTS trainkit_interop WITH (FORCE)")
+    admin.cursor().execute("CREATE DATABASE trainkit_interop")
+    admin.close()
+    URL = WHERE.rsplit("/", 1)[0] + "/trainkit_interop"
+    CPP_URL = "postgres:" + URL
 OPTUNA_3 = int(optuna.__version__.split(".")[0]) < 4
-_storage = []
+# trainkit writes the revision this Optuna opens as it is (optuna_interop.cpp
+# reads the variable): its default for Optuna 3, the option for Optuna 4.
+SCHEMA = "optuna3" if OPTUNA_3 else "optuna4"
+os.environ["TRAINKIT_TEST_OPTUNA_SCHEMA"] = SCHEMA
 
 
 def storage():
-    """Optuna's storage, opened after trainkit made the database (an Optuna 3
-    that made it would write its own revision): Optuna 3 opens Optuna 4's
-    revision of the same tables when told not to check it."""
-    if not _storage:
-        _storage.append(optuna.storages.RDBStorage(URL, skip_compatibility_check=True)
-                        if OPTUNA_3 else URL)
-    return _storage[0]
+    """Optuna's storage, as a user opens it: the URL, no option."""
+    return URL
 
 
 INF = float("inf")
@@ -155,10 +160,14 @@ def best_of(dump):
 def from_trainkit():
     name = "from-trainkit-" + uuid.uuid4().hex
     subprocess.run([EXE, CPP_URL, name, "run", "10"], check=True)
-    if KIND == "sqlite":  # written by trainkit as Optuna 4 writes it, and opened as it is
+    if KIND == "sqlite":  # written as this Optuna writes it, and opened as it is
         import sqlite3
         revision = sqlite3.connect(WHERE).execute("SELECT version_num FROM alembic_version").fetchall()
-        check(revision == [("v3.2.0.a",)], f"alembic revision {revision}")
+        check(revision == [("v3.0.0.d" if OPTUNA_3 else "v3.2.0.a",)], f"alembic revision {revision}")
+        # Optuna's command line too (Optuna 3.1's refused Optuna 4's revision)
+        listed = subprocess.run([OPTUNA_CLI, "studies", "--storage", URL, "-f", "json"],
+                                check=True, capture_output=True, text=True).stdout
+        check(name in [s["name"] for s in json.loads(listed)], f"optuna studies lists {name}")
     with warnings.catch_warnings(record=True) as caught:  # Optuna warns of an unnormalised range
         warnings.simplefilter("always")
         ours, theirs = same_trials(name, "trainkit's study")
@@ -283,7 +292,33 @@ def pareto_from_optuna():
     same_best_trials(name, theirs, "Optuna's two-objective study continued by trainkit")
 
 
+def upgraded_by_optuna_4():
+    """trainkit's default file (Optuna 3's revision) is one command away from
+    Optuna 4: Optuna refuses it naming `optuna storage upgrade`, which takes
+    it on, after which Optuna and trainkit both go on with it."""
+    with tempfile.TemporaryDirectory() as folder:
+        url = "sqlite:///" + folder + "/default.db"
+        name = "default-" + uuid.uuid4().hex
+        env = {k: v for k, v in os.environ.items() if k != "TRAINKIT_TEST_OPTUNA_SCHEMA"}
+        run = [EXE, "sqlite:" + folder + "/default.db", name]
+        subprocess.run(run + ["run", "3"], check=True, env=env)
+        try:
+            optuna.load_study(study_name=name, storage=url)
+            check(False, "Optuna 4 opened Optuna 3's revision without an upgrade")
+        except RuntimeError as e:
+            check("optuna storage upgrade" in str(e), f"Optuna's refusal: {e}")
+        subprocess.run([OPTUNA_CLI, "storage", "upgrade", "--storage", url], check=True,
+                       capture_output=True)
+        check(len(optuna.load_study(study_name=name, storage=url).trials) == 4, "upgraded study")
+        subprocess.run(run + ["run", "2"], check=True, env=env)
+        check(len(optuna.load_study(study_name=name, storage=url).trials) == 6,
+              "trainkit goes on with the upgraded file")
+
+
+OPTUNA_CLI = "/usr/bin/optuna"
 print("optuna", optuna.__version__, "on", KIND)
+if KIND == "sqlite" and not OPTUNA_3:
+    upgraded_by_optuna_4()
 from_trainkit()
 from_optuna()
 pareto_from_trainkit()

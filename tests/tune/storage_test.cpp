@@ -446,23 +446,47 @@ TEST_CASE("storage sqlite: errors name the file - the schema is Optuna's, of a k
         &out, nullptr);
     return out;
   };
-  // Optuna 4's tables and bookkeeping rows (docs/optuna-schema.md, Appendix B).
-  CHECK(rows("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name") ==
-        std::vector<std::string>{"alembic_version", "studies", "study_directions",
-                                 "study_system_attributes", "study_user_attributes",
-                                 "trial_heartbeats", "trial_intermediate_values", "trial_params",
-                                 "trial_system_attributes", "trial_user_attributes", "trial_values",
-                                 "trials", "version_info"});
-  CHECK(rows("SELECT version_num FROM alembic_version") == std::vector<std::string>{"v3.2.0.a"});
+  // Optuna's tables and bookkeeping rows (docs/optuna-schema.md, Appendix
+  // A), by default as Optuna 3 makes them.
+  const std::vector<std::string> optuna_tables{"alembic_version",
+                                               "studies",
+                                               "study_directions",
+                                               "study_system_attributes",
+                                               "study_user_attributes",
+                                               "trial_heartbeats",
+                                               "trial_intermediate_values",
+                                               "trial_params",
+                                               "trial_system_attributes",
+                                               "trial_user_attributes",
+                                               "trial_values",
+                                               "trials",
+                                               "version_info"};
+  CHECK(rows("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name") == optuna_tables);
+  CHECK(rows("SELECT version_num FROM alembic_version") == std::vector<std::string>{"v3.0.0.d"});
+  CHECK(rows("SELECT name FROM sqlite_master WHERE name = 'ix_trials_study_id'").empty());
   CHECK(rows("SELECT version_info_id, schema_version FROM version_info") ==
         std::vector<std::string>{"1|12"});
-  // Optuna 3's revision has the same tables: read and written as it is.
+  // Optuna 4's when asked (Appendix B: one index more).
+  const auto file4 = dir.path / "optuna4.db";
+  { SqliteStorage s(file4, {.create = {.schema = OptunaSchema::Optuna4}}); }
+  {
+    sqlite3* db4 = nullptr;
+    REQUIRE(sqlite3_open(file4.c_str(), &db4) == SQLITE_OK);
+    std::swap(db, db4);
+    CHECK(rows("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name") ==
+          optuna_tables);
+    CHECK(rows("SELECT version_num FROM alembic_version") == std::vector<std::string>{"v3.2.0.a"});
+    CHECK(rows("SELECT name FROM sqlite_master WHERE name = 'ix_trials_study_id'").size() == 1);
+    std::swap(db, db4);
+    sqlite3_close(db4);
+  }
+  // Either revision is read and written as it is.
   const auto exec = [&](const char* sql) {
     return sqlite3_exec(db, sql, nullptr, nullptr, nullptr);
   };
-  CHECK(exec("UPDATE alembic_version SET version_num = 'v3.0.0.d'") == SQLITE_OK);
+  CHECK(exec("UPDATE alembic_version SET version_num = 'v3.2.0.a'") == SQLITE_OK);
   { SqliteStorage(file).create_study("s", Direction::Minimize, false); }
-  CHECK(rows("SELECT version_num FROM alembic_version") == std::vector<std::string>{"v3.0.0.d"});
+  CHECK(rows("SELECT version_num FROM alembic_version") == std::vector<std::string>{"v3.2.0.a"});
   CHECK(exec("UPDATE alembic_version SET version_num = 'v2.6.0.a'") == SQLITE_OK);
   sqlite3_close(db);
   const auto old = error_of([&] { SqliteStorage s(file); });
@@ -484,6 +508,91 @@ TEST_CASE("storage sqlite: errors name the file - the schema is Optuna's, of a k
   CHECK(headless.find("has Optuna's table `studies` but no `alembic_version`") !=
         std::string::npos);
   CHECK(headless.find("{serial}") == std::string::npos);
+}
+
+namespace {
+
+std::string bytes_of(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+// A file in SQLite's default journal mode (as Optuna and most programs
+// leave one) made by `sql`.
+void make_sqlite_file(const std::filesystem::path& file, const std::string& sql) {
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(file.c_str(), &db) == SQLITE_OK);
+  char* why = nullptr;
+  CHECK_MESSAGE(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &why) == SQLITE_OK,
+                (why ? why : ""));
+  sqlite3_free(why);
+  sqlite3_close(db);
+}
+
+}  // namespace
+
+// Each file a storage refuses is refused before anything is written to it:
+// the switch to WAL changed 4 bytes of its header, and a database of
+// another application gained Optuna's 13 tables.
+TEST_CASE("storage sqlite: a file it refuses is left as it was, byte for byte") {
+  tune_test::TempDir dir;
+  const auto study_file = dir.path / "study.db";
+  { SqliteStorage s(study_file); }
+  make_sqlite_file(study_file, "PRAGMA journal_mode = DELETE");
+  const auto with_study = [&](const std::string& name, const std::string& sql) {
+    const auto file = dir.path / name;
+    std::filesystem::copy_file(study_file, file);
+    make_sqlite_file(file, sql);
+    return file;
+  };
+  const auto made = [&](const std::string& name, const std::string& sql) {
+    make_sqlite_file(dir.path / name, sql);
+    return dir.path / name;
+  };
+  const auto junk = dir.path / "junk.db";
+  std::ofstream(junk, std::ios::binary) << std::string(4096, 'x');
+  const auto legacy = dir.path / "legacy2.db";
+  std::filesystem::copy_file(TRAINKIT_REFERENCE_DIR "/tune_study_0_1_0.db", legacy);
+  make_sqlite_file(legacy, "UPDATE tune_meta SET value = '2' WHERE key = 'schema_version'");
+  const std::pair<std::filesystem::path, std::string> refused[] = {
+      {with_study("newer.db", "UPDATE alembic_version SET version_num = 'v4.5.0.a'"),
+       "upgrade trainkit, not the database"},
+      {with_study("older.db", "UPDATE alembic_version SET version_num = 'v2.6.0.a'"),
+       "this older one needs `optuna storage upgrade` first"},
+      {with_study("headless.db", "DROP TABLE alembic_version"),
+       "has Optuna's table `studies` but no `alembic_version`"},
+      {made("foreign.db", "CREATE TABLE inventory (id INTEGER, item TEXT)"),
+       "holds no study but 1 other table(s) (inventory): is it the right database? To make "
+       "Optuna's tables beside them, set NewDatabaseOptions.beside_other_tables"},
+      {made("alembic.db",
+            "CREATE TABLE alembic_version (version_num VARCHAR(32)); INSERT INTO "
+            "alembic_version VALUES ('ae1027a6acf'); CREATE TABLE users (id INTEGER)"),
+       "another application's `alembic_version`, which Optuna's tables cannot share"},
+      {junk, "file is not a database"},
+      {legacy, "has trainkit schema version 2; this trainkit converts version 1"},
+  };
+  for (const auto& [file, why] : refused) {
+    CAPTURE(file);
+    const auto before = bytes_of(file);
+    const auto e = error_of([&] { SqliteStorage s(file); });
+    CHECK_MESSAGE(e.find(why) != std::string::npos, e);
+    CHECK(e.find(file.string()) != std::string::npos);
+    if (file.filename() != "foreign.db") {  // refused whatever the option
+      const auto asked =
+          error_of([&] { SqliteStorage s(file, {.create = {.beside_other_tables = true}}); });
+      CHECK_MESSAGE(asked.find(why) != std::string::npos, asked);
+    }
+    CHECK(bytes_of(file) == before);
+    CHECK_FALSE(std::filesystem::exists(file.string() + "-wal"));
+  }
+  // Asked, Optuna's tables join another application's, which stay.
+  const auto foreign = dir.path / "foreign.db";
+  {
+    SqliteStorage s(foreign, {.create = {.beside_other_tables = true}});
+    s.create_study("beside", Direction::Minimize, false);
+  }
+  { CHECK(SqliteStorage(foreign).study_names() == std::vector<std::string>{"beside"}); }
+  make_sqlite_file(foreign, "INSERT INTO inventory VALUES (1, 'kept')");
 }
 
 namespace {
@@ -511,7 +620,8 @@ void check_converted_0_1(const std::function<std::shared_ptr<Storage>()>& open, 
   CHECK(same_bits(t[0].params.at("lr").internal, 0.1 + 0.2));
   CHECK(t[0].params.at("grid").distribution ==
         Distribution{FloatDistribution{0.1, 0.9, false, 0.1}});
-  CHECK(t[0].params.at("units").distribution == Distribution{IntDistribution{-3, 1000, 7, false}});
+  // 0.1 stored -3..1000 step 7; converted as Optuna stores it.
+  CHECK(t[0].params.at("units").distribution == Distribution{IntDistribution{-3, 998, 7, false}});
   CHECK(t[0].params.at("layers").value() == 17);
   CHECK(t[0].params.at("choice").value() == true);
   CHECK(t[0].intermediate.at(0) == 0.5);
@@ -689,6 +799,19 @@ std::string postgres_with(const std::string& key, const std::string& value) {
   return c + (c.find('?') == std::string::npos ? "?" : "&") + key + "=" + value;
 }
 
+// SQL on a connection of its own; the first cell of its last result.
+std::string sql(const std::string& conninfo, const std::string& statements) {
+  PGconn* c = PQconnectdb(conninfo.c_str());
+  REQUIRE(PQstatus(c) == CONNECTION_OK);
+  PGresult* r = PQexec(c, statements.c_str());
+  const auto status = PQresultStatus(r);
+  CHECK_MESSAGE((status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK), PQerrorMessage(c));
+  const std::string cell = status == PGRES_TUPLES_OK && PQntuples(r) ? PQgetvalue(r, 0, 0) : "";
+  PQclear(r);
+  PQfinish(c);
+  return cell;
+}
+
 }  // namespace
 
 TEST_CASE("storage postgres: connection errors carry the server's message" *
@@ -724,18 +847,6 @@ TEST_CASE("storage postgres: a call on a connection the server dropped reconnect
 
 TEST_CASE("storage postgres: a study database of trainkit 0.1 is converted on open" *
           doctest::skip(!tune_test::postgres_conninfo())) {
-  // SQL on a connection of its own; the first cell of its last result.
-  const auto sql = [](const std::string& conninfo, const std::string& statements) {
-    PGconn* c = PQconnectdb(conninfo.c_str());
-    REQUIRE(PQstatus(c) == CONNECTION_OK);
-    PGresult* r = PQexec(c, statements.c_str());
-    const auto status = PQresultStatus(r);
-    CHECK_MESSAGE((status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK), PQerrorMessage(c));
-    const std::string cell = status == PGRES_TUPLES_OK && PQntuples(r) ? PQgetvalue(r, 0, 0) : "";
-    PQclear(r);
-    PQfinish(c);
-    return cell;
-  };
   // A database of its own, holding 0.1's tables as its PostgresStorage made
   // them (pg_dump of make_tune_study_0_1_0.cpp's).
   const std::string admin = tune_test::postgres_conninfo(), name = "trainkit_0_1_converted";
@@ -754,6 +865,28 @@ TEST_CASE("storage postgres: a study database of trainkit 0.1 is converted on op
   check_converted_0_1([&] { return std::make_shared<PostgresStorage>(conninfo); },
                       1795825891.928773, 1795825891.934572, old_tables);
   sql(admin, "DROP DATABASE " + name);
+}
+
+TEST_CASE("storage postgres: a database of another application is refused untouched, unless asked" *
+          doctest::skip(!tune_test::postgres_conninfo())) {
+  const std::string admin = tune_test::postgres_conninfo();
+  sql(admin, "DROP DATABASE IF EXISTS trainkit_foreign WITH (FORCE)");
+  sql(admin, "CREATE DATABASE trainkit_foreign");
+  const auto foreign = postgres_with("dbname", "trainkit_foreign");
+  sql(foreign, "CREATE TABLE inventory (id INTEGER)");
+  const auto tables = [&] {
+    return std::stoi(
+        sql(foreign, "SELECT count(*) FROM pg_tables WHERE schemaname = current_schema()"));
+  };
+  const auto e = error_of([&] { PostgresStorage s(foreign); });
+  CHECK(e.find("holds no study but 1 other table(s) (inventory)") != std::string::npos);
+  CHECK(tables() == 1);
+  PostgresStorage(foreign,
+                  {.create = {.schema = OptunaSchema::Optuna4, .beside_other_tables = true}})
+      .create_study("beside", Direction::Minimize, false);
+  CHECK(tables() == 14);
+  CHECK(sql(foreign, "SELECT version_num FROM alembic_version") == "v3.2.0.a");
+  sql(admin, "DROP DATABASE trainkit_foreign WITH (FORCE)");
 }
 #endif
 

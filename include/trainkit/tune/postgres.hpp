@@ -24,6 +24,7 @@
 
 #include "trainkit/error.hpp"
 #include "trainkit/tune/detail/sql_storage.hpp"
+#include "trainkit/tune/sql_options.hpp"
 
 namespace trainkit::tune {
 
@@ -223,10 +224,16 @@ class PostgresConnection final : public SqlConnection {
 /// "host=db.example port=5432 dbname=studies user=me" or
 /// "postgresql://me@db.example/studies"; libpq's environment variables
 /// (PGHOST, PGPASSWORD, ...) and ~/.pgpass apply.
+struct PostgresOptions {
+  /// How a new study database is made (its Optuna revision, other tables).
+  NewDatabaseOptions create{};
+};
+
 class PostgresStorage final : public detail::SqlStorage {
  public:
-  explicit PostgresStorage(const std::string& conninfo)
-      : detail::SqlStorage(std::make_unique<detail::PostgresConnection>(conninfo)) {}
+  explicit PostgresStorage(const std::string& conninfo, const PostgresOptions& options = {})
+      : detail::SqlStorage(std::make_unique<detail::PostgresConnection>(conninfo), options.create) {
+  }
 };
 
 }  // namespace trainkit::tune

@@ -21,12 +21,15 @@
 
 #include "trainkit/error.hpp"
 #include "trainkit/tune/detail/sql_storage.hpp"
+#include "trainkit/tune/sql_options.hpp"
 
 namespace trainkit::tune {
 
 struct SqliteOptions {
   /// How long a write waits for another process's transaction.
   std::chrono::milliseconds busy_timeout{60000};
+  /// How a new study file is made (its Optuna revision, other tables).
+  NewDatabaseOptions create{};
 };
 
 namespace detail {
@@ -34,7 +37,7 @@ namespace detail {
 class SqliteConnection final : public SqlConnection {
  public:
   SqliteConnection(const std::filesystem::path& file, const SqliteOptions& o)
-      : path_(file.string()) {
+      : path_(file.string()), busy_timeout_(o.busy_timeout) {
     trainkit::detail::require_file_path("SqliteStorage file", file, "study.db");
     trainkit::detail::require_option(
         o.busy_timeout.count() >= 0 && o.busy_timeout.count() <= std::numeric_limits<int>::max(),
@@ -48,15 +51,8 @@ class SqliteConnection final : public SqlConnection {
     try {
       sqlite3_extended_result_codes(db_, 1);
       sqlite3_busy_timeout(db_, static_cast<int>(o.busy_timeout.count()));
-      const auto mode = switch_to_wal(o.busy_timeout);
-      if (mode.empty() || !mode[0][0] || *mode[0][0] != "wal") {
-        throw Error("trainkit: SQLite database \"" + path_ +
-                    "\" cannot use a write-ahead log (journal_mode " +
-                    (mode.empty() || !mode[0][0] ? std::string("?") : *mode[0][0]) +
-                    "); is it on a network file system?");
-      }
-      // WAL + NORMAL: a killed process never loses a commit; only a power
-      // cut may lose the last ones (never corrupts).
+      // WAL (ready_to_write) + NORMAL: a killed process never loses a
+      // commit; only a power cut may lose the last ones (never corrupts).
       query("PRAGMA synchronous = NORMAL", {});
       query("PRAGMA foreign_keys = ON", {});
     } catch (...) {
@@ -69,6 +65,15 @@ class SqliteConnection final : public SqlConnection {
   ~SqliteConnection() override { close(); }
 
   SqlDialect dialect() const override { return SqlDialect::Sqlite; }
+  void ready_to_write() override {
+    const auto mode = switch_to_wal();
+    if (mode.empty() || !mode[0][0] || *mode[0][0] != "wal") {
+      throw Error("trainkit: SQLite database \"" + path_ +
+                  "\" cannot use a write-ahead log (journal_mode " +
+                  (mode.empty() || !mode[0][0] ? std::string("?") : *mode[0][0]) +
+                  "); is it on a network file system?");
+    }
+  }
   std::string where() const override { return "SQLite database \"" + path_ + "\""; }
 
   void transaction(bool write, const std::function<void()>& body) override {
@@ -134,8 +139,8 @@ class SqliteConnection final : public SqlConnection {
   /// once rather than wait (its deadlock rule), so the busy timeout alone
   /// does not cover workers that open a new study together (nor does this
   /// with a busy timeout of 0).
-  SqlRows switch_to_wal(std::chrono::milliseconds timeout) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
+  SqlRows switch_to_wal() {
+    const auto deadline = std::chrono::steady_clock::now() + busy_timeout_;
     for (int attempt = 1;; ++attempt) {
       try {
         return query("PRAGMA journal_mode = WAL", {});
@@ -172,6 +177,7 @@ class SqliteConnection final : public SqlConnection {
   }
 
   std::string path_;
+  std::chrono::milliseconds busy_timeout_;
   sqlite3* db_ = nullptr;
   std::unordered_map<std::string, sqlite3_stmt*> statements_;
 };
@@ -182,7 +188,8 @@ class SqliteConnection final : public SqlConnection {
 class SqliteStorage final : public detail::SqlStorage {
  public:
   explicit SqliteStorage(const std::filesystem::path& file, SqliteOptions options = {})
-      : detail::SqlStorage(std::make_unique<detail::SqliteConnection>(file, options)),
+      : detail::SqlStorage(std::make_unique<detail::SqliteConnection>(file, options),
+                           options.create),
         path_(file) {}
   const std::filesystem::path& path() const { return path_; }
 
