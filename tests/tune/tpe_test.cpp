@@ -69,11 +69,12 @@ TEST_CASE("Parzen estimators match Optuna 3.1's: weights, kernels, log-pdf") {
     for (const auto& [p, v] : c.at("observations").items()) obs[p] = doubles(v);
     for (const auto& [p, v] : c.at("points").items()) points[p] = doubles(v);
     const auto& o = c.at("options");
-    detail::ParzenOptions po{.consider_prior = o.at("consider_prior"),
-                             .prior_weight = o.at("prior_weight"),
-                             .consider_magic_clip = o.at("consider_magic_clip"),
-                             .consider_endpoints = o.at("consider_endpoints"),
-                             .multivariate = o.at("multivariate")};
+    sampler::TpeOptions po{.multivariate = o.at("multivariate"),
+                           .prior_weight = o.at("prior_weight"),
+                           .consider_prior = o.at("consider_prior"),
+                           .consider_magic_clip = o.at("consider_magic_clip"),
+                           .consider_endpoints = o.at("consider_endpoints"),
+                           .legacy_log_pdf = false};
     const detail::ParzenEstimator pe(obs, space, po);
     const auto weights = doubles(c.at("weights"));
     check_close(pe.weights(), weights, name + " weights");

@@ -219,6 +219,41 @@ inline double hypervolume(const std::vector<Point>& points, const Point& referen
   return detail::hypervolume_inside(std::move(front), reference);
 }
 
+namespace detail {
+
+/// Greedy hypervolume subset selection (Optuna 3.1's _solve_hssp): `size`
+/// of `points` (their indices, in the order taken), each adding the most
+/// hypervolume to those taken before it; within 1 - 1/e of the best subset.
+inline std::vector<size_t> hssp(const std::vector<Point>& points, size_t size,
+                                const Point& reference) {
+  std::vector<double> gain(points.size());
+  for (size_t i = 0; i < points.size(); ++i) gain[i] = hypervolume({points[i]}, reference);
+  std::vector<Point> taken;
+  std::vector<size_t> out;
+  double volume = 0;
+  while (out.size() < std::min(size, points.size())) {
+    const size_t best =
+        static_cast<size_t>(std::max_element(gain.begin(), gain.end()) - gain.begin());
+    gain[best] = -1;  // taken
+    for (size_t j = 0; j < points.size(); ++j) {
+      if (gain[j] == -1) continue;
+      // what j shares with the new point and no point taken before
+      Point shared(points[j].size());
+      for (size_t k = 0; k < shared.size(); ++k)
+        shared[k] = std::max(points[best][k], points[j][k]);
+      auto with = taken;
+      with.push_back(std::move(shared));
+      gain[j] -= hypervolume(with, reference) - volume;
+    }
+    taken.push_back(points[best]);
+    out.push_back(best);
+    volume = hypervolume(taken, reference);
+  }
+  return out;
+}
+
+}  // namespace detail
+
 /// The best trials of a study of several objectives: the complete ones
 /// whose constraints hold that no other such trial dominates (the Pareto
 /// front), in number order. Equal values are all kept, as in Optuna.
