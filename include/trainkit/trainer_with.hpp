@@ -3,7 +3,8 @@
 // placed by the role it plays (detail::PolicyRoles); the others keep Trainer's defaults.
 //   TrainerWith<clip::Norm>                  == Trainer<optim::AdamW, sched::Constant,
 //                                                       precision::Fp32, accumulate::None,
-//                                                       clip::Norm, parallel::Single>
+//                                                       clip::Norm, parallel::Single,
+//                                                       capture::None>
 //   TrainerWith<optim::SGD, sched::OneCycle> == Trainer<optim::SGD, sched::OneCycle>
 #include <cstddef>
 #include <type_traits>
@@ -32,8 +33,8 @@ constexpr int role_count = ((role_of<Ps>() == Role) + ... + 0);
 template <class... Ps>
 constexpr bool check_trainer_with() {
   static_assert(((role_of<Ps>() >= 0) && ...),
-                "TrainerWith<P...>: each P must be a policy of one role (optimizer, scheduler, "
-                "precision, accumulate, clip, parallel); see docs/policies.md");
+                "TrainerWith<P...>: each P must be a policy of one of the roles "
+                "(policy_roles.hpp; docs/policies.md)");
   static_assert(((role_count<role_of<Ps>(), Ps...> == 1) && ...),
                 "TrainerWith<P...>: two policies of the same role");
   return true;

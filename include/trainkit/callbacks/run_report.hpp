@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <exception>
 #include <filesystem>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <string>
@@ -28,6 +29,7 @@
 #include <vector>
 
 #include "trainkit/detail/html.hpp"
+#include "trainkit/detail/svg_chart.hpp"
 #include "trainkit/error.hpp"
 #include "trainkit/io/atomic_file.hpp"
 #include "trainkit/state.hpp"
@@ -207,10 +209,8 @@ class RunReport {
   }
 
   static std::string svg(const Chart& chart, int left, int top) {
-    static constexpr const char* colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd"};
-    constexpr int pad_left = 72, pad_right = 16, pad_top = 30, pad_bottom = 36;
-    constexpr int plot_w = kChartWidth - pad_left - pad_right;
-    constexpr int plot_h = kChartHeight - pad_top - pad_bottom;
+    const detail::svg::Frame frame{left, top, kChartWidth, kChartHeight, 72, 16, 30, 36};
+    const int pad_left = frame.x0(), pad_top = frame.y0(), plot_w = frame.w(), plot_h = frame.h();
     const bool log_x = chart.figure && chart.figure->log_x;
     double x0 = 1e300, x1 = -1e300, y0 = 1e300, y1 = -1e300;
     for (const auto& line : chart.lines) {
@@ -245,11 +245,8 @@ class RunReport {
 
     using detail::html::text;
     std::string s =
-        detail::html::chart_open(chart.title, left, top, kChartWidth, kChartHeight,
-                                 std::string(" data-x-scale=\"") + (log_x ? "log" : "linear") +
-                                     "\" data-y-scale=\"" + (log_y ? "log" : "linear") + "\"");
-    s += detail::html::plot_area(pad_left, pad_top, plot_w, plot_h);
-    s += text(pad_left, 20, chart.title, "class=\"title\"");
+        frame.open(chart.title, std::string(" data-x-scale=\"") + (log_x ? "log" : "linear") +
+                                    "\" data-y-scale=\"" + (log_y ? "log" : "linear") + "\"");
     // Ticks: a faint grid line and a label at each round value of each axis.
     const double lo_y = value_of(ay0, log_y), hi_y = value_of(ay1, log_y);
     for (const double v :
@@ -276,10 +273,10 @@ class RunReport {
            "\" stroke=\"#555555\" stroke-dasharray=\"4 3\"/>\n";
       s += text(px(*f.mark_x) + 4, pad_top + 14, f.mark_label + " " + num(*f.mark_x));
     }
-    int legend_x = pad_left + 24 + 8 * int(chart.title.size());
+    int legend_x = frame.legend_left(chart.title);
     for (size_t i = 0; i < chart.lines.size(); ++i) {
       const auto& line = chart.lines[i];
-      const char* color = colors[i % 4];
+      const char* color = detail::svg::kSeriesColors[i % std::size(detail::svg::kSeriesColors)];
       std::string points;
       for (const auto& [x, y] : *line.points) {
         if (drawn(x, y)) points += detail::html::point(px(x), py(y));

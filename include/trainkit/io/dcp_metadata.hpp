@@ -229,8 +229,11 @@ inline StoredTensors read_metadata(std::string_view bytes, const std::string& fi
 }
 
 inline std::string metadata_pickle(const StoredTensors& tensors) {
+  using io::detail::Op;
   io::detail::PickleWriter p;
-  p.begin_object(detail::kModule, "Metadata").text("state_dict_metadata").op("}(");
+  p.begin_object(detail::kModule, "Metadata")
+      .text("state_dict_metadata")
+      .op({Op::EmptyDict, Op::Mark});
   for (const auto& [name, t] : tensors) {
     const auto dtype =
         std::find_if(io::detail::python_dtypes().begin(), io::detail::python_dtypes().end(),
@@ -239,26 +242,34 @@ inline std::string metadata_pickle(const StoredTensors& tensors) {
       throw Error("trainkit: DCP metadata: tensor \"" + name + "\" has dtype " +
                   c10::toString(t.dtype) + ", which has no torch name here");
     p.text(name).begin_object(detail::kModule, "TensorStorageMetadata");
-    p.text("properties").global(detail::kModule, "TensorProperties").op(")\x81(");
+    p.text("properties")
+        .global(detail::kModule, "TensorProperties")
+        .op({Op::EmptyTuple, Op::NewObj, Op::Mark});
     p.global("torch", dtype->first);
-    p.global("torch.serialization", "_get_layout").text("torch.strided").op("\x85R");
-    p.op("\x89").global(detail::kModule, "_MEM_FORMAT_ENCODING").integer(0).op("\x85R");
-    p.op("\x89tb");  // pin_memory False; BUILD: TensorProperties.__setstate__
-    p.text("size").torch_size(t.shape).text("chunks").op("](");
+    p.global("torch.serialization", "_get_layout")
+        .text("torch.strided")
+        .op({Op::Tuple1, Op::Reduce});
+    p.op({Op::NewFalse})
+        .global(detail::kModule, "_MEM_FORMAT_ENCODING")
+        .integer(0)
+        .op({Op::Tuple1, Op::Reduce});
+    p.op({Op::NewFalse, Op::Tuple,
+          Op::Build});  // pin_memory False; BUILD: TensorProperties.__setstate__
+    p.text("size").torch_size(t.shape).text("chunks").op({Op::EmptyList, Op::Mark});
     for (const auto& c : t.chunks) {
       p.begin_object(detail::kModule, "ChunkStorageMetadata");
       p.text("offsets").torch_size(c.box.offsets);
       p.text("sizes").torch_size(c.box.sizes).end_object();
     }
-    p.op("e").end_object();
+    p.op({Op::Appends}).end_object();
   }
-  p.op("u").text("planner_data").op("}(");
+  p.op({Op::SetItems}).text("planner_data").op({Op::EmptyDict, Op::Mark});
   for (const auto& [name, t] : tensors) {
-    p.text(name).op("(");
+    p.text(name).op({Op::Mark});
     for (const auto& key : detail::planner_path(name)) p.text(key);
-    p.op("t");
+    p.op({Op::Tuple});
   }
-  p.op("u").text("storage_data").op("}(");
+  p.op({Op::SetItems}).text("storage_data").op({Op::EmptyDict, Op::Mark});
   for (const auto& [name, t] : tensors) {
     for (size_t i = 0; i < t.chunks.size(); ++i) {
       const auto& c = t.chunks[i];
@@ -270,7 +281,7 @@ inline std::string metadata_pickle(const StoredTensors& tensors) {
       p.text("length").integer(int64_t(c.length)).end_object();
     }
   }
-  p.op("u").text("storage_meta").op("N").end_object();
+  p.op({Op::SetItems}).text("storage_meta").op({Op::None}).end_object();
   return p.finish();
 }
 

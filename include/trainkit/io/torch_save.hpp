@@ -233,7 +233,7 @@ namespace detail {
 class TorchSavePickler {
  public:
   void text(const std::string& s) { pickle_.text(s); }
-  void raw(std::string_view opcodes) { pickle_.op(opcodes); }
+  PickleWriter& pickle() { return pickle_; }
   /// torch._utils._rebuild_tensor_v2 of `t` (copied to the CPU, contiguous);
   /// `what` names it in errors.
   void tensor(const at::Tensor& t, const std::string& what) {
@@ -250,17 +250,17 @@ class TorchSavePickler {
       throw Error("trainkit: to_torch_save: " + what + " has dtype " + c10::toString(dtype) +
                   ", which torch.save's storages do not name");
     }
-    pickle_.global("torch._utils", "_rebuild_tensor_v2").op("((").text("storage");
+    pickle_.global("torch._utils", "_rebuild_tensor_v2").op({Op::Mark, Op::Mark}).text("storage");
     pickle_.global("torch", type->first).text(std::to_string(references_++)).text("cpu");
-    pickle_.integer(c10::multiply_integers(sizes)).op("tQ");  // the persistent id: a storage
+    pickle_.integer(c10::multiply_integers(sizes)).op({Op::Tuple, Op::BinPersId});  // a storage
     pickle_.integer(0).tuple(sizes).tuple(c10::contiguous_strides(sizes));
-    pickle_.op("\x89").op(kOrderedDict).op("tR");  // requires_grad False, no hooks
+    pickle_.op({Op::NewFalse}).ordered_dict().op({Op::Tuple, Op::Reduce});  // no grad, no hooks
   }
   /// The pickle so far, ended with STOP.
-  std::string pickle() const { return pickle_.finish(); }
+  std::string pickled() const { return pickle_.finish(); }
   /// The zip archive, the pickle ended with STOP.
   std::string finish() {
-    const auto pickled = pickle();
+    const auto pickled = this->pickled();
     std::string out;
     caffe2::serialize::PyTorchStreamWriter writer([&](const void* data, size_t size) {
       out.append(static_cast<const char*>(data), size);
@@ -275,7 +275,6 @@ class TorchSavePickler {
     writer.writeEndOfFile();
     return out;
   }
-  static constexpr const char* kOrderedDict = "ccollections\nOrderedDict\n)R";
 
  private:
   PickleWriter pickle_;
@@ -290,7 +289,7 @@ class TorchSavePickler {
 /// storage per tensor, in LibTorch's own zip writer.
 inline std::string to_torch_save(const NamedTensors& tensors) {
   detail::TorchSavePickler pickler;
-  pickler.raw(std::string(detail::TorchSavePickler::kOrderedDict) + "(");
+  pickler.pickle().ordered_dict().op({detail::Op::Mark});
   std::set<std::string> names;
   for (const auto& [name, t] : tensors) {
     if (!names.insert(name).second)
@@ -298,7 +297,7 @@ inline std::string to_torch_save(const NamedTensors& tensors) {
     pickler.text(name);
     pickler.tensor(t, "tensor \"" + name + "\"");
   }
-  pickler.raw("u");
+  pickler.pickle().op({detail::Op::SetItems});
   return pickler.finish();
 }
 
@@ -318,13 +317,13 @@ class TorchSaveWriter {
   TorchSaveWriter(const std::filesystem::path& path, std::vector<TensorSpec> specs)
       : specs_(std::move(specs)), file_(path) {
     detail::TorchSavePickler pickler;
-    pickler.raw(std::string(detail::TorchSavePickler::kOrderedDict) + "(");
+    pickler.pickle().ordered_dict().op({detail::Op::Mark});
     for (const auto& spec : specs_) {
       pickler.text(spec.name);
       pickler.reference(spec.dtype, spec.shape, "tensor \"" + spec.name + "\"");
     }
-    pickler.raw("u");
-    const auto pickled = pickler.pickle();
+    pickler.pickle().op({detail::Op::SetItems});
+    const auto pickled = pickler.pickled();
     writer_.writeRecord("data.pkl", pickled.data(), pickled.size());
     writer_.writeRecord("byteorder", "little", 6);
   }

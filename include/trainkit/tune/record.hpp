@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "trainkit/tune/space.hpp"
+#include "trainkit/tune/system_attrs.hpp"
 
 namespace trainkit::tune {
 
@@ -66,10 +67,8 @@ struct FrozenTrial {
   std::map<std::string, Param> params;
   std::map<int64_t, double> intermediate;  ///< step -> reported value
   nlohmann::json user_attrs = nlohmann::json::object();
-  /// trainkit's own notes: "fixed_params" of an enqueued trial, a pruner's
-  /// rung values, "prune_reason", "fail_reason", "worker", "retry_of", and
-  /// "lost_worker" / "study_error" on a trial failed for its worker or the
-  /// study, not its objective.
+  /// trainkit's own notes (their keys: system_attrs.hpp) and any other a
+  /// study file holds.
   nlohmann::json system_attrs = nlohmann::json::object();
   double started_at = 0;   ///< seconds since the epoch (0 while waiting)
   double finished_at = 0;  ///< 0 until final
@@ -81,8 +80,8 @@ struct FrozenTrial {
   /// Failed by its objective (a throw or a NaN) at the parameters it drew:
   /// not by a lost worker or the study's own error, which say nothing of them.
   bool failed_in_objective() const {
-    return state == TrialState::Fail && !system_attrs.contains("lost_worker") &&
-           !system_attrs.contains("study_error");
+    return state == TrialState::Fail && !system_attrs.contains(system_attr::kLostWorker) &&
+           !system_attrs.contains(system_attr::kStudyError);
   }
   /// Every objective's value: {value} or `values` (empty when it has none).
   std::vector<double> objective_values() const {
@@ -93,13 +92,13 @@ struct FrozenTrial {
   std::optional<std::vector<double>> constraints() const {
     if (!has_constraints()) return std::nullopt;
     std::vector<double> out;
-    for (const auto& c : system_attrs.at("constraints"))
+    for (const auto& c : system_attrs.at(system_attr::kConstraints))
       out.push_back(c.is_number() ? c.get<double>() : NAN);
     return out;
   }
   /// Whether constraints() has values, without reading them.
   bool has_constraints() const {
-    const auto it = system_attrs.find("constraints");
+    const auto it = system_attrs.find(system_attr::kConstraints);
     return it != system_attrs.end() && it->is_array();
   }
   /// Every constraint holds (is <= 0); true for a trial without constraints.

@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "trainkit/tune/record.hpp"
+#include "trainkit/tune/system_attrs.hpp"
 
 namespace trainkit::tune {
 
@@ -75,7 +76,7 @@ class Storage {
   virtual std::vector<std::string> study_names() = 0;
 
   /// Atomically: the oldest waiting trial becomes running (its fixed
-  /// parameters are in system_attrs["fixed_params"]), else, unless
+  /// parameters are in its system attribute kFixedParams), else, unless
   /// `waiting_only`, a new running trial numbered after the last. With
   /// `max_trials`, no trial starts once that many have started and not
   /// failed (waiting trials do not count; they wait past the budget).
@@ -199,7 +200,7 @@ class InMemoryStorage final : public Storage {
       if (t.state != TrialState::Waiting) continue;
       t.state = TrialState::Running;
       t.started_at = detail::now_seconds();
-      t.system_attrs["worker"] = worker.to_json();
+      t.system_attrs[system_attr::kWorker] = worker.to_json();
       heartbeats_[static_cast<size_t>(id)] = t.started_at;
       return t;
     }
@@ -207,7 +208,7 @@ class InMemoryStorage final : public Storage {
     const double now = detail::now_seconds();
     auto& t = add_trial(study, TrialState::Running, now);
     t.started_at = now;
-    t.system_attrs["worker"] = worker.to_json();
+    t.system_attrs[system_attr::kWorker] = worker.to_json();
     return t;
   }
   void enqueue_trial(int64_t study, const nlohmann::json& params,
@@ -296,7 +297,7 @@ class InMemoryStorage final : public Storage {
                       const nlohmann::json& system_attrs) {
     auto& t = add_trial(study, TrialState::Waiting, 0);
     t.system_attrs = system_attrs;
-    t.system_attrs["fixed_params"] = params;
+    t.system_attrs[system_attr::kFixedParams] = params;
   }
 
   Study& at(int64_t study) {

@@ -25,6 +25,7 @@
 #include "trainkit/tune/pareto.hpp"
 #include "trainkit/tune/pruners/none.hpp"
 #include "trainkit/tune/storage.hpp"
+#include "trainkit/tune/system_attrs.hpp"
 #include "trainkit/tune/trial.hpp"
 #include "trainkit/tune/worker.hpp"
 
@@ -236,11 +237,12 @@ class Study final : private detail::TrialDriver {
         }
         heartbeat.remove(id);
         try {
-          study.storage_->finish_trial(
-              id, {TrialState::Fail,
-                   std::nullopt,
-                   {{"fail_reason", "the study failed while running it (sampler or storage)"},
-                    {"study_error", true}}});
+          study.storage_->finish_trial(id,
+                                       {TrialState::Fail,
+                                        std::nullopt,
+                                        {{system_attr::kFailReason,
+                                          "the study failed while running it (sampler or storage)"},
+                                         {system_attr::kStudyError, true}}});
         } catch (...) {  // the storage itself is failing: the heartbeat check will fail it
         }
       }
@@ -311,7 +313,8 @@ class Study final : private detail::TrialDriver {
       end.value = values[0];
     }
     if (!why.empty())
-      end.system_attrs[state == TrialState::Fail ? "fail_reason" : "prune_reason"] = why;
+      end.system_attrs[state == TrialState::Fail ? system_attr::kFailReason
+                                                 : system_attr::kPruneReason] = why;
     const bool recorded = storage_->finish_trial(record->id, end);
     unwind.finished = true;
     log_end(o, trial.record(), state, values, why, recorded);
@@ -337,7 +340,7 @@ class Study final : private detail::TrialDriver {
         if (active_.contains(t.id)) continue;
       }
       std::string why;
-      const auto worker = t.system_attrs.value("worker", nlohmann::json::object());
+      const auto worker = t.system_attrs.value(system_attr::kWorker, nlohmann::json::object());
       const auto alive = detail::liveness(worker, me);
       if (alive == detail::Liveness::Alive) continue;  // a slow beat is not a lost worker
       const double beat = worker.value("heartbeat_s", 0.0);
@@ -349,10 +352,13 @@ class Study final : private detail::TrialDriver {
       } else {
         continue;  // a worker that does not beat is judged by its process only
       }
-      TrialEnd end{TrialState::Fail, std::nullopt, {{"fail_reason", why}, {"lost_worker", true}}};
-      const int retries = t.system_attrs.value("retries", 0);
+      TrialEnd end{TrialState::Fail,
+                   std::nullopt,
+                   {{system_attr::kFailReason, why}, {system_attr::kLostWorker, true}}};
+      const int retries = t.system_attrs.value(system_attr::kRetries, 0);
       if (retries < o.retry_failed)
-        end.retry = nlohmann::json{{"retry_of", t.number}, {"retries", retries + 1}};
+        end.retry =
+            nlohmann::json{{system_attr::kRetryOf, t.number}, {system_attr::kRetries, retries + 1}};
       if (!storage_->finish_trial(t.id, end)) continue;  // another worker did
       write_log(o, "trainkit tune: trial " + std::to_string(t.number) + " failed: " + why + "\n");
     }
@@ -411,7 +417,7 @@ class Study final : private detail::TrialDriver {
       }
     }
     std::optional<double> x;
-    const auto fixed = trial.system_attrs.find("fixed_params");
+    const auto fixed = trial.system_attrs.find(system_attr::kFixedParams);
     if (fixed != trial.system_attrs.end() && fixed->contains(name)) {
       x = internal(dist, fixed->at(name));
       if (!x) {

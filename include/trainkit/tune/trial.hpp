@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "trainkit/tune/record.hpp"
+#include "trainkit/tune/system_attrs.hpp"
 
 namespace trainkit::tune {
 
@@ -123,7 +124,7 @@ class Trial {
             "trainkit: set_constraints: a constraint value is NaN; accepted: numbers, "
             "<= 0 where the constraint holds");
     }
-    driver_->set_system_attr(record_, "constraints", values);
+    driver_->set_system_attr(record_, system_attr::kConstraints, values);
   }
 
   /// The trial as recorded so far: parameters, intermediate values, attrs.

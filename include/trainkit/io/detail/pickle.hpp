@@ -6,6 +6,7 @@
 #include <torch/types.h>
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -125,10 +126,14 @@ enum class Op : uint8_t {
 /// Appends protocol-2 opcodes; finish() frames them (PROTO 2 ... STOP).
 class PickleWriter {
  public:
-  PickleWriter& op(std::string_view opcodes) { return out_ += opcodes, *this; }
+  /// Opcodes without arguments, in order.
+  PickleWriter& op(std::initializer_list<Op> ops) {
+    for (const Op o : ops) out_ += static_cast<char>(o);
+    return *this;
+  }
   /// GLOBAL: the class or function `module`.`name`.
   PickleWriter& global(std::string_view module, std::string_view name) {
-    out_ += 'c';
+    op({Op::Global});
     out_ += module;
     out_ += '\n';
     out_ += name;
@@ -138,36 +143,42 @@ class PickleWriter {
   /// BINUNICODE
   PickleWriter& text(std::string_view s) {
     const auto n = uint32_t(s.size());
-    out_ += 'X';
+    op({Op::BinUnicode});
     out_.append(reinterpret_cast<const char*>(&n), 4);
     out_ += s;
     return *this;
   }
   /// LONG1 of 8 bytes
   PickleWriter& integer(int64_t v) {
-    out_ += "\x8a\x08";
+    op({Op::Long1});
+    out_ += '\x08';
     out_.append(reinterpret_cast<const char*>(&v), 8);
     return *this;
   }
   /// An instance of `module`.`name` made as cls.__new__(cls), then the dict
   /// of its fields (key, value, ...) until end_object() BUILDs it.
   PickleWriter& begin_object(std::string_view module, std::string_view name) {
-    return global(module, name).op(")\x81}(");
+    return global(module, name).op({Op::EmptyTuple, Op::NewObj, Op::EmptyDict, Op::Mark});
   }
-  PickleWriter& end_object() { return op("ub"); }
+  PickleWriter& end_object() { return op({Op::SetItems, Op::Build}); }
   /// torch.Size(values)
   PickleWriter& torch_size(const std::vector<int64_t>& values) {
-    return global("torch", "Size").tuple(values).op("\x85R");
+    return global("torch", "Size").tuple(values).op({Op::Tuple1, Op::Reduce});
+  }
+  /// collections.OrderedDict(), empty.
+  PickleWriter& ordered_dict() {
+    return global("collections", "OrderedDict").op({Op::EmptyTuple, Op::Reduce});
   }
   /// A tuple of integers.
   template <typename Integers>
   PickleWriter& tuple(const Integers& values) {
-    out_ += '(';
+    op({Op::Mark});
     for (const auto v : values) integer(v);
-    out_ += 't';
-    return *this;
+    return op({Op::Tuple});
   }
-  std::string finish() const { return "\x80\x02" + out_ + "."; }
+  std::string finish() const {
+    return std::string{static_cast<char>(Op::Proto), '\x02'} + out_ + static_cast<char>(Op::Stop);
+  }
 
  private:
   std::string out_;

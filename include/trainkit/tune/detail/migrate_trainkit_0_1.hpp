@@ -19,6 +19,7 @@
 #include "trainkit/tune/detail/sql_dialect.hpp"
 #include "trainkit/tune/detail/sql_values.hpp"
 #include "trainkit/tune/space.hpp"
+#include "trainkit/tune/system_attrs.hpp"
 
 namespace trainkit::tune::detail::trainkit_0_1 {
 
@@ -71,7 +72,7 @@ inline void migrate(SqlConnection& db) {
     db.query(
         "INSERT INTO study_system_attributes (study_id, \"key\", value_json) VALUES ($1, $2, "
         "'true')",
-        {studies.at(cell_integer(r[0])), "trainkit:enqueued:" + cell_text(r[1])});
+        {studies.at(cell_integer(r[0])), system_attr::enqueued_once(cell_text(r[1]))});
   }
   const auto seconds = [](const std::optional<std::string>& cell) {
     const double x = parse_double(cell_text(cell));
@@ -123,7 +124,7 @@ inline void migrate(SqlConnection& db) {
                  "_attributes (trial_id, \"key\", value_json) VALUES ($1, $2, $3)",
              {id, cell_text(r[2]), attr_text(v)});
     // A heartbeat row for a running trial whose worker beats, as start_trial writes.
-    const bool beating = cell_text(r[1]) == "system" && cell_text(r[2]) == "worker" &&
+    const bool beating = cell_text(r[1]) == "system" && cell_text(r[2]) == system_attr::kWorker &&
                          v.is_object() && v.value("heartbeat_s", 0.0) > 0;
     if (beating && beats.contains(id)) {
       db.query("INSERT INTO trial_heartbeats (trial_id, heartbeat) VALUES ($1, {db_time($2)})",

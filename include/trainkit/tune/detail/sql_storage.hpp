@@ -27,6 +27,7 @@
 #include "trainkit/tune/detail/sql_values.hpp"
 #include "trainkit/tune/sql_options.hpp"
 #include "trainkit/tune/storage.hpp"
+#include "trainkit/tune/system_attrs.hpp"
 #include "trainkit/version.hpp"
 
 namespace trainkit::tune::detail {
@@ -97,7 +98,7 @@ class SqlStorage : public Storage {
       // Only a worker that beats has a heartbeat row: Optuna fails a running
       // trial whose row is stale, and leaves one without a row alone.
       if (worker.heartbeat_s > 0) beat(id);
-      set_attr(id, "system", "worker", worker.to_json());
+      set_attr(id, "system", system_attr::kWorker, worker.to_json());
       return load_trials("t.trial_id = $1", id).at(0);
     });
   }
@@ -116,7 +117,7 @@ class SqlStorage : public Storage {
       const auto marked =
           q("INSERT INTO study_system_attributes (study_id, \"key\", value_json) VALUES ($1, $2, "
             "'true') ON CONFLICT (study_id, \"key\") DO NOTHING RETURNING study_id",
-            {study, "trainkit:enqueued:" + key});
+            {study, system_attr::enqueued_once(key)});
       if (marked.empty()) return false;
       for (const auto& p : params) enqueue_locked(study, p, nlohmann::json::object());
       return true;
@@ -393,10 +394,10 @@ class SqlStorage : public Storage {
     const int64_t id = insert_trial(study, TrialState::Waiting);
     if (system_attrs.is_object()) {
       for (const auto& [key, v] : system_attrs.items()) {
-        if (key != "fixed_params") set_attr(id, "system", key, v);
+        if (key != system_attr::kFixedParams) set_attr(id, "system", key, v);
       }
     }
-    set_attr(id, "system", "fixed_params", params);
+    set_attr(id, "system", system_attr::kFixedParams, params);
   }
 
   void beat(int64_t trial) {

@@ -15,6 +15,7 @@
 
 #include "trainkit/error.hpp"
 #include "trainkit/tune/record.hpp"
+#include "trainkit/tune/system_attrs.hpp"
 
 namespace trainkit::tune::pruner {
 
@@ -42,7 +43,7 @@ class Asha {
   }
 
   /// The system attribute holding a trial's value at rung k.
-  static std::string rung_key(int64_t k) { return "completed_rung_" + std::to_string(k); }
+  static std::string rung_key(int64_t k) { return system_attr::completed_rung(k); }
 
   std::optional<std::string> prune(const StudyView& study, FrozenTrial& trial) {
     const auto step = trial.last_step();
