@@ -225,8 +225,8 @@ class SqlStorage : public Storage {
       // Two PostgreSQL sessions creating the same tables at once can both
       // fail; SQLite's write lock already serialises this.
       if (db_->dialect() == SqlDialect::Postgres) q("SELECT pg_advisory_xact_lock(7142003)", {});
-      const auto holds = usable_now(options);  // another worker may have made them meanwhile
-      if (holds == Holds::Study) return;
+      const Holds now = usable_now(options);  // another worker may have made them meanwhile
+      if (now == Holds::Study) return;
       for (const auto& s : schema_statements(db_->dialect(), options.schema)) q(s, {});
       q("INSERT INTO version_info (version_info_id, schema_version, library_version) VALUES (1, "
         "$1, $2)",
@@ -234,7 +234,7 @@ class SqlStorage : public Storage {
                                    std::to_string(TRAINKIT_VERSION_MINOR) + "." +
                                    std::to_string(TRAINKIT_VERSION_PATCH)});
       q("INSERT INTO alembic_version (version_num) VALUES ($1)", {revision_of(options.schema)});
-      if (holds == Holds::Trainkit01Study) trainkit_0_1::migrate(*db_);
+      if (now == Holds::Trainkit01Study) trainkit_0_1::migrate(*db_);
     });
   }
 
