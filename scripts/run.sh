@@ -75,7 +75,9 @@ phase() {  # phase NAME CMD...
 }
 
 # headers.self_contained (each public header compiled alone: 20 of the
-# Debian 12 phase's 50 minutes on 2 cores) runs in test-full only.
+# Debian 12 phase's 50 minutes on 2 cores) runs in test-full only; the
+# headers that reach no LibTorch header are compiled alone here too
+# (headers.self_contained_without_libtorch).
 test_debian12() {
   phase "Debian 12 release: build + suite" \
     eval 'build d12 && ctest --preset d12 -j "$(nproc)" -E "^headers\.self_contained$"'
