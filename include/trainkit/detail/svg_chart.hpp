@@ -21,10 +21,15 @@ inline constexpr const char *kBlue = "#1f77b4", *kOrange = "#ff7f0e", *kGreen = 
 /// Colours of a chart's series, in order (then again).
 inline constexpr const char* kSeriesColors[] = {kBlue, kRed, kGreen, kPurple};
 
+/// Whether `c` continues a UTF-8 sequence (is not a character's first byte).
+inline bool continues_character(char c) {
+  return (static_cast<unsigned char>(c) & 0xC0) == 0x80;
+}
+
 /// Characters of UTF-8 text (what its width on the page goes by).
 inline size_t characters(std::string_view s) {
   size_t n = 0;
-  for (const char c : s) n += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+  for (const char c : s) n += !continues_character(c);
   return n;
 }
 
@@ -32,8 +37,7 @@ inline size_t characters(std::string_view s) {
 inline std::string shorten(const std::string& s, size_t chars) {
   size_t count = 0;
   for (size_t i = 0; i < s.size(); ++i) {
-    if ((static_cast<unsigned char>(s[i]) & 0xC0) == 0x80) continue;  // a continuation byte
-    if (count++ == chars) return s.substr(0, i) + "\xE2\x80\xA6";
+    if (!continues_character(s[i]) && count++ == chars) return s.substr(0, i) + "\xE2\x80\xA6";
   }
   return s;
 }

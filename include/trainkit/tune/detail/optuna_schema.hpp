@@ -17,12 +17,15 @@
 
 namespace trainkit::tune::detail {
 
-/// Each OptunaSchema's revision (its Optuna's alembic head) and that
-/// Optuna, in the enum's order: the revisions trainkit reads and writes.
-inline constexpr std::string_view kOptunaRevisions[] = {"v3.0.0.d", "v3.2.0.a"};
-inline constexpr std::string_view kOptunaOfRevision[] = {"Optuna 3", "Optuna 4"};
+/// The revisions trainkit reads and writes: each OptunaSchema's (its
+/// Optuna's alembic head), in the enum's order.
+struct KnownRevision {
+  std::string_view revision, optuna;
+};
+inline constexpr KnownRevision kOptunaRevisions[] = {{"v3.0.0.d", "Optuna 3"},
+                                                     {"v3.2.0.a", "Optuna 4"}};
 inline std::string revision_of(OptunaSchema schema) {
-  return std::string(kOptunaRevisions[static_cast<size_t>(schema)]);
+  return std::string(kOptunaRevisions[static_cast<size_t>(schema)].revision);
 }
 /// Optuna's revisions before those: `optuna storage upgrade` takes them on.
 inline constexpr std::string_view kOlderOptunaRevisions[] = {
@@ -35,21 +38,20 @@ inline constexpr int64_t kOptunaSchemaVersion = 12;
 /// database.
 inline void check_schema_revision(const std::string& where,
                                   const std::optional<std::string>& found) {
-  const auto among = [&](const auto& list) {
-    return found && std::find(std::begin(list), std::end(list), *found) != std::end(list);
-  };
-  if (among(kOptunaRevisions)) return;
   std::string known;
-  for (size_t k = 0; k < std::size(kOptunaRevisions); ++k) {
-    known += (k ? " and " : "") + std::string(kOptunaRevisions[k]) + " (" +
-             std::string(kOptunaOfRevision[k]) + ")";
+  for (const auto& [revision, optuna] : kOptunaRevisions) {
+    if (found == revision) return;
+    known +=
+        (known.empty() ? "" : " and ") + std::string(revision) + " (" + std::string(optuna) + ")";
   }
+  const bool older =
+      found && std::find(std::begin(kOlderOptunaRevisions), std::end(kOlderOptunaRevisions),
+                         *found) != std::end(kOlderOptunaRevisions);
   throw Error("trainkit: " + where + " has Optuna schema revision " + found.value_or("(none)") +
               "; this trainkit reads " + known + "; " +
-              (among(kOlderOptunaRevisions)
-                   ? "this older one needs `optuna storage upgrade` first"
-                   : "it is not one Optuna made before this trainkit: a newer trainkit may read "
-                     "it (upgrade trainkit, not the database)"));
+              (older ? "this older one needs `optuna storage upgrade` first"
+                     : "it is not one Optuna made before this trainkit: a newer trainkit may read "
+                       "it (upgrade trainkit, not the database)"));
 }
 
 /// Optuna's tables as `schema`'s Optuna makes them (its `create_all` on

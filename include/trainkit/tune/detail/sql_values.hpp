@@ -33,22 +33,23 @@ inline std::string format_double(double x) {
   return std::string(buf, r.ptr);
 }
 
-inline double parse_double(const std::string& s) {
-  double x = 0;
+/// The whole of `s` as a T, else a trainkit::Error that calls it a stored
+/// `noun` and says it is not `kind`.
+template <class T>
+T parse_stored(const std::string& s, std::string_view noun, std::string_view kind) {
+  T x{};
   const auto r = std::from_chars(s.data(), s.data() + s.size(), x);
   if (r.ec != std::errc() || r.ptr != s.data() + s.size()) {
-    throw Error("trainkit: stored number \"" + s + "\" is not a double");
+    throw Error("trainkit: stored " + std::string(noun) + " \"" + s + "\" is not " +
+                std::string(kind));
   }
   return x;
 }
-
+inline double parse_double(const std::string& s) {
+  return parse_stored<double>(s, "number", "a double");
+}
 inline int64_t parse_int(const std::string& s) {
-  int64_t x = 0;
-  const auto r = std::from_chars(s.data(), s.data() + s.size(), x);
-  if (r.ec != std::errc() || r.ptr != s.data() + s.size()) {
-    throw Error("trainkit: stored integer \"" + s + "\" is not an integer");
-  }
-  return x;
+  return parse_stored<int64_t>(s, "integer", "an integer");
 }
 
 /// Where Python's json writes NaN, Infinity and -Infinity (nlohmann has no
