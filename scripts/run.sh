@@ -207,7 +207,15 @@ case "$cmd" in
            exit 2
          fi
          install_missing "${DEMO_PACKAGES[@]}"
-         build demo --target "$name"; exec "./build/demo/examples/$name" "$@" ;;
+         build demo --target "$name"
+         if [ "$name" = scripted ]; then  # the model comes from Python, and goes back
+           install_missing python3-torch
+           /usr/bin/python3 examples/scripted_model.py script build/demo/scripted_model.pt
+           ./build/demo/examples/scripted --model build/demo/scripted_model.pt \
+             --out build/demo/scripted "$@"
+           exec /usr/bin/python3 examples/scripted_model.py check build/demo/scripted
+         fi
+         exec "./build/demo/examples/$name" "$@" ;;
   test|test-full)
          install_missing "${DEMO_PACKAGES[@]}" "${TEST_PACKAGES[@]}"
          WHOLE_COMMAND=$cmd

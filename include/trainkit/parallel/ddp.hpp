@@ -315,7 +315,10 @@ class DDP {
     std::vector<std::pair<at::Tensor, at::Tensor>> copies;  // (target, contiguous stand-in)
     for (const auto& t : tensors) {
       at::Tensor data = t.detach();
-      if (!data.is_contiguous()) {
+      if (data.scalar_type() == at::kBool) {  // Gloo has no bool: sent as bytes
+        copies.emplace_back(data, data.to(at::kByte).contiguous());
+        data = copies.back().second;
+      } else if (!data.is_contiguous()) {
         copies.emplace_back(data, data.contiguous());
         data = copies.back().second;
       }

@@ -366,7 +366,8 @@ class FullShard : public ShardGradOp, private UnitRunner {
           "parallel::unit:" +
           missing +
           ". Call each as x = parallel::unit(block, [&] { return block->forward(x); }), or leave "
-          "it out of parallel.wrap"));
+          "it out of parallel.wrap (a TorchScript model cannot announce units: give it "
+          "parallel.wrap = parallel::wrap::none())"));
     }
   }
 

@@ -25,6 +25,14 @@ inline Rule children() {
   };
 }
 
+/// No module: the whole model is the root unit, gathered through each
+/// forward and its backward and sharded between steps (with its gradients
+/// and optimizer state). For a model that cannot announce units through
+/// parallel::unit: a TorchScript one (trainkit::ScriptModule).
+inline Rule none() {
+  return [](const std::string&, const torch::nn::Module&) { return false; };
+}
+
 /// The modules of these names ("h.0", "h.1", ...).
 inline Rule names(std::vector<std::string> names) {
   return [names = std::move(names)](const std::string& name, const torch::nn::Module&) {
