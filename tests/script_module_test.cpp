@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "scripted_models.hpp"
 #include "step_record.hpp"
 #include "support.hpp"
 
@@ -20,40 +21,10 @@ using namespace trainkit;
 
 namespace {
 
-constexpr int64_t kImages = 8, kClasses = 5, kSide = 8, kVocab = 16, kBlock = 8, kSequences = 4;
-
-/// make_scripted_reference.py's cnn_batch(m).
-data::Batch cnn_batch(int64_t m) {
-  const auto i = at::arange(kImages * kSide * kSide, at::kLong);
-  auto images = ((37 * i + 11 * m).remainder(23) - 11)
-                    .to(at::kFloat)
-                    .div(8.0)
-                    .view({kImages, 1, kSide, kSide});
-  const auto labels = (3 * at::arange(kImages, at::kLong) + m).remainder(kClasses);
-  images.narrow(2, 0, kSide / 2).add_(((labels.to(at::kFloat) - 2) / 2).view({kImages, 1, 1, 1}));
-  return {images, labels};
-}
-
-struct TokenBatch {
-  at::Tensor tokens, targets;
-};
-
-/// make_scripted_reference.py's transformer_batch(m).
-TokenBatch transformer_batch(int64_t m) {
-  auto seq = at::empty({kSequences, kBlock + 1}, at::kLong);
-  for (int64_t b = 0; b < kSequences; ++b) {
-    const int64_t start = (5 * m + 3 * b) % kVocab, stride = 1 + (m + 2 * b) % 3;
-    for (int64_t t = 0; t <= kBlock; ++t) seq[b][t] = (start + stride * t) % kVocab;
-  }
-  return {seq.narrow(1, 0, kBlock).contiguous(), seq.narrow(1, 1, kBlock).contiguous()};
-}
-
-/// The transformer's forward takes both and returns (logits, loss).
-struct NextToken {
-  StepOutput step(ScriptModule& model, const TokenBatch& b) const {
-    return {model->forward_tensors<2>(b.tokens, b.targets)[1]};
-  }
-};
+using scripted_models::cnn_batch;
+using scripted_models::NextToken;
+using scripted_models::TokenBatch;
+using scripted_models::transformer_batch;
 
 std::string torch_version() {
   return std::to_string(TORCH_VERSION_MAJOR) + "." + std::to_string(TORCH_VERSION_MINOR);
@@ -320,13 +291,7 @@ TEST_CASE("a scripted model resumes bitwise, with EMA and Freeze by Python's nam
 }
 
 TEST_CASE("a trained scripted model goes back to Python: its archive and its state dict") {
-  std::string python;
-  for (const auto* candidate : {"python3", "/usr/bin/python3"}) {
-    if (std::system((std::string(candidate) + " -c 'import torch' 2>/dev/null").c_str()) == 0) {
-      python = candidate;
-      break;
-    }
-  }
+  const auto python = tk_test::python_with_torch();
   if (python.empty()) {
     std::puts("trainkit-skip: no python3 with torch");
     return;

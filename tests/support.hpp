@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -17,6 +18,15 @@
 namespace tk_test {
 
 /// The message of the trainkit::Error that `f` throws, or "(no error)".
+/// A python3 that imports torch ("python3", else "/usr/bin/python3"); empty if none.
+inline std::string python_with_torch() {
+  for (const auto* candidate : {"python3", "/usr/bin/python3"}) {
+    if (std::system((std::string(candidate) + " -c 'import torch' 2>/dev/null").c_str()) == 0)
+      return candidate;
+  }
+  return "";
+}
+
 inline std::string error_of(const std::function<void()>& f) {
   try {
     f();

@@ -300,13 +300,7 @@ TEST_CASE("saved weights: .pt and .safetensors read back bitwise, other names re
 }
 
 TEST_CASE("saved weights: Python's torch.load reads the .pt, and the model loads it strictly") {
-  std::string python;
-  for (const auto* candidate : {"python3", "/usr/bin/python3"}) {
-    if (std::system((std::string(candidate) + " -c 'import torch' 2>/dev/null").c_str()) == 0) {
-      python = candidate;
-      break;
-    }
-  }
+  const auto python = tk_test::python_with_torch();
   if (python.empty()) {
     std::puts("trainkit-skip: no python3 with torch");
     return;

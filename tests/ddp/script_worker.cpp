@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "../scripted_models.hpp"
 #include "worker_support.hpp"
 
 namespace tk = trainkit;
@@ -27,27 +28,9 @@ using worker::max_rel_diff;
 using worker::rank_env;
 using worker::world_env;
 
-constexpr int64_t kVocab = 16, kBlock = 8, kSequences = 4;
-
-struct TokenBatch {
-  at::Tensor tokens, targets;
-};
-
-/// make_scripted_reference.py's transformer_batch(m).
-TokenBatch transformer_batch(int64_t m) {
-  auto seq = at::empty({kSequences, kBlock + 1}, at::kLong);
-  for (int64_t b = 0; b < kSequences; ++b) {
-    const int64_t start = (5 * m + 3 * b) % kVocab, stride = 1 + (m + 2 * b) % 3;
-    for (int64_t t = 0; t <= kBlock; ++t) seq[b][t] = (start + stride * t) % kVocab;
-  }
-  return {seq.narrow(1, 0, kBlock).contiguous(), seq.narrow(1, 1, kBlock).contiguous()};
-}
-
-struct NextToken {
-  tk::StepOutput step(tk::ScriptModule& model, const TokenBatch& b) const {
-    return {model->forward_tensors<2>(b.tokens, b.targets)[1]};
-  }
-};
+using scripted_models::NextToken;
+using scripted_models::TokenBatch;
+using scripted_models::transformer_batch;
 
 tk::ScriptModule load() {
   return tk::ScriptModule(std::filesystem::path(TRAINKIT_REFERENCE_DIR) / "scripted" /
