@@ -200,6 +200,7 @@ class ScriptModuleImpl : public ScriptSubmodule {
   /// The state_dict names save_state_dict leaves out.
   const std::set<std::string>& non_persistent_buffers() const { return non_persistent_; }
 
+  using torch::nn::Module::save;  // LibTorch's own (an OutputArchive) stays callable
   /// A TorchScript archive of the model as it is now, its tensors on the
   /// CPU (Python: torch.jit.load(path)), written atomically. Under
   /// full sharding call it where the parameters are whole
