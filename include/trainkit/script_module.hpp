@@ -18,6 +18,7 @@
 //   model->save_state_dict("trained_state.pt");        // the Python class loads it, strict
 //
 // Opt-in (it includes TorchScript's headers): not part of trainkit.hpp.
+#include <c10/util/StringUtil.h>
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
 #include <torch/script.h>
@@ -36,6 +37,7 @@
 
 #include "trainkit/error.hpp"
 #include "trainkit/io/atomic_file.hpp"
+#include "trainkit/io/named_tensors.hpp"
 #include "trainkit/io/torch_save.hpp"
 
 namespace trainkit {
@@ -49,7 +51,7 @@ struct ScriptModuleOptions {
   std::vector<std::string> non_persistent_buffers{};
   /// false: the graphs run op by op as recorded, the arithmetic of
   /// PyTorch's eager loop; true: TorchScript's profiling executor may fuse
-  /// and specialise them (faster on GPUs, not bit-equal to eager).
+  /// and specialise them (not bit-equal to eager; its speed is not measured here).
   bool optimize = false;
 };
 
@@ -224,19 +226,18 @@ class ScriptModuleImpl : public ScriptSubmodule {
     }
     std::ostringstream out;
     torch::jit::ExtraFilesMap extra;
-    std::string names;
-    for (const auto& n : non_persistent_) names += (names.empty() ? "" : "\n") + n;
-    if (!non_persistent_.empty()) extra[kNonPersistentBuffersFile] = names;
+    if (!non_persistent_.empty())
+      extra[kNonPersistentBuffersFile] = c10::Join("\n", non_persistent_);
     copy.save(out, extra);
     io::write_file_atomically(path, out.str());
   }
-  /// The model's state dict as Python's `state_dict()` has it (parameters,
-  /// then persistent buffers, module by module), in a torch.save file:
+  /// The model's state dict as Python's `state_dict()` has it (parameters
+  /// and persistent buffers by name), in a torch.save file, atomically:
   /// `model.load_state_dict(torch.load(path))` with strict=True.
-  void save_state_dict(const std::filesystem::path& path) const {
-    io::NamedTensors tensors;
-    collect_state(*this, "", tensors);
-    io::write_file_atomically(path, io::to_torch_save(tensors));
+  void save_state_dict(const std::filesystem::path& path) {
+    auto tensors = io::module_tensors(*this);
+    std::erase_if(tensors, [&](const auto& named) { return non_persistent_.count(named.first); });
+    io::save_torch_save(path, tensors);
   }
 
  private:
@@ -275,28 +276,15 @@ class ScriptModuleImpl : public ScriptSubmodule {
     for (const auto& n : non_persistent_) {
       if (!buffers.count(n)) {
         throw Error("trainkit: ScriptModule: non_persistent_buffers names \"" + n +
-                    "\", which is not a buffer of the model (its buffers: " + join(buffers) + ")");
+                    "\", which is not a buffer of the model (its buffers: " +
+                    (buffers.empty() ? "none" : c10::Join(", ", buffers)) + ")");
       }
     }
-  }
-  void collect_state(const torch::nn::Module& m, const std::string& prefix,
-                     io::NamedTensors& out) const {
-    for (const auto& p : m.named_parameters(/*recurse=*/false))
-      out.emplace_back(prefix + p.key(), p.value());
-    for (const auto& b : m.named_buffers(/*recurse=*/false)) {
-      if (!non_persistent_.count(prefix + b.key())) out.emplace_back(prefix + b.key(), b.value());
-    }
-    for (const auto& c : m.named_children()) collect_state(*c.value(), prefix + c.key() + ".", out);
   }
   static std::string describe(const c10::IValue& v) {
     if (v.isTuple()) return "a tuple of " + std::to_string(v.toTupleRef().elements().size());
     if (v.isList()) return "a list of " + std::to_string(v.toListRef().size());
     return "a " + std::string(v.tagKind());
-  }
-  static std::string join(const std::set<std::string>& names) {
-    std::string out;
-    for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
-    return out.empty() ? "none" : out;
   }
 
   ScriptModuleOptions options_;
