@@ -98,16 +98,12 @@ std::vector<TokenBatch> transformer_batches() {
   return out;
 }
 
-/// LibTorch 2.6 (Debian 13): a scripted CNN trained by the Trainer gives NaN
-/// once it changes mode or runs under autocast, where PyTorch 2.6's own loop
-/// on the same archive does not; not found yet (issue 56's closing note).
-constexpr bool kKnownNanOnLibTorch2 = TORCH_VERSION_MAJOR >= 2;
-
 }  // namespace
 
 TEST_CASE(
     "scripted and traced models train as PyTorch's loop trains them, from either PyTorch's "
     "archive") {
+  const scripted_models::WithoutOneDnnOnLibTorch2 onednn;
   at::set_num_threads(1);
   const auto ref = tk_test::load_reference("scripted_torch" + torch_version() + ".json");
   for (const auto& version : kVersions) {
@@ -128,9 +124,7 @@ TEST_CASE(
         CHECK(worst <= 1e-6);
         model->eval();
         torch::NoGradGuard no_grad;
-        if (how == "script" && kKnownNanOnLibTorch2) {
-          MESSAGE("not compared on LibTorch 2: the eval output (kKnownNanOnLibTorch2)");
-        } else if (how == "script") {
+        if (how == "script") {
           CHECK(worst_sample_error(model->forward(cnn_batch(7).input), ref["cnn"]["eval_output"]) <=
                 1e-6);
         } else {  // traced in training mode: its batch norm cannot evaluate
@@ -161,6 +155,7 @@ TEST_CASE(
 
 TEST_CASE(
     "a scripted model's parameters are the scripted module's own tensors, by Python's names") {
+  const scripted_models::WithoutOneDnnOnLibTorch2 onednn;
   ScriptModule model(archive("transformer", "script", torch_version()));
   const auto script = model->script();
   std::vector<std::string> python_names;
@@ -193,10 +188,7 @@ TEST_CASE(
 }
 
 TEST_CASE("bf16 autocast reaches inside a scripted model") {
-  if (kKnownNanOnLibTorch2) {
-    std::puts("trainkit-skip: LibTorch 2: NaN under autocast (kKnownNanOnLibTorch2)");
-    return;
-  }
+  const scripted_models::WithoutOneDnnOnLibTorch2 onednn;
   at::set_num_threads(1);
   const auto ref = tk_test::load_reference("scripted_torch" + torch_version() + ".json");
   ScriptModule model(archive("cnn", "script", torch_version()));
@@ -215,6 +207,7 @@ TEST_CASE("bf16 autocast reaches inside a scripted model") {
 }
 
 TEST_CASE("a captured step of a scripted model (emulated on the CPU) equals the eager one") {
+  const scripted_models::WithoutOneDnnOnLibTorch2 onednn;
   at::set_num_threads(1);
   // LibTorch < 2.4 has no fused kernels: there SGD's capture falls back to eager.
   const auto fused = TRAINKIT_HAS_FUSED_OPTIMIZERS ? std::optional<bool>(true) : std::nullopt;
@@ -245,10 +238,7 @@ TEST_CASE("a captured step of a scripted model (emulated on the CPU) equals the 
 }
 
 TEST_CASE("a scripted model resumes bitwise, with EMA and Freeze by Python's names") {
-  if (kKnownNanOnLibTorch2) {
-    std::puts("trainkit-skip: LibTorch 2: NaN once the mode changes (kKnownNanOnLibTorch2)");
-    return;
-  }
+  const scripted_models::WithoutOneDnnOnLibTorch2 onednn;
   at::set_num_threads(1);
   const auto dir = tk_test::temp_dir("trainkit_script_resume");
   const auto path = archive("cnn", "script", torch_version());
@@ -291,6 +281,7 @@ TEST_CASE("a scripted model resumes bitwise, with EMA and Freeze by Python's nam
 }
 
 TEST_CASE("a trained scripted model goes back to Python: its archive and its state dict") {
+  const scripted_models::WithoutOneDnnOnLibTorch2 onednn;
   const auto python = tk_test::python_with_torch();
   if (python.empty()) {
     std::puts("trainkit-skip: no python3 with torch");
@@ -334,6 +325,7 @@ TEST_CASE("a trained scripted model goes back to Python: its archive and its sta
 }
 
 TEST_CASE("ScriptModule's refusals name what was wrong") {
+  const scripted_models::WithoutOneDnnOnLibTorch2 onednn;
   const auto missing = std::filesystem::path(TRAINKIT_REFERENCE_DIR) / "no_such_model.pt";
   CHECK(tk_test::error_of([&] { ScriptModule m(missing); }) ==
         "trainkit: ScriptModule: \"" + missing.string() +
