@@ -13,6 +13,11 @@ echo "# OMP_NUM_THREADS=$OMP_NUM_THREADS, BLAS: $(readlink -f /usr/lib/x86_64-li
 "$BUILD/bench/bench_checkpoint"
 "$BUILD/bench/bench_logging"
 "$BUILD/bench/bench_memory"
+# A model scripted in Python against the same model in C++ (issue 56).
+if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+  /usr/bin/python3 examples/scripted_model.py script "$BUILD/glyphnet.pt" >/dev/null
+  "$BUILD/bench/bench_scripted" "$BUILD/glyphnet.pt"
+fi
 "$BUILD/bench/bench_time_to_target" --seeds 5  # issue 54: optimizers by time to a loss
 # Data parallel: 2 ranks of 1 thread each over Gloo (rank 0 reports).
 bash scripts/launch.sh -n 2 -- "$BUILD/bench/bench_ddp" overlap
