@@ -2,8 +2,12 @@
 // scripted and traced there, trained here through the Trainer: against
 // PyTorch's own loop on the same weights and batches, with the policies
 // and callbacks a C++ model has, and written back for Python.
-#include <trainkit/callbacks.hpp>
+//
+// First, and without the tests' precompiled LibTorch (tests/CMakeLists.txt):
+// the opt-in header proves here, in the test command, that it compiles alone.
 #include <trainkit/script_module.hpp>
+// then what the tests use
+#include <trainkit/callbacks.hpp>
 #include <trainkit/trainkit.hpp>
 
 #include <cstdlib>
