@@ -81,9 +81,6 @@ int main(int argc, char** argv) {
     return 2;
   }
   at::set_num_threads(1);
-  // As examples/scripted.cpp: PyTorch 2.x's TorchScript and oneDNN give NaN
-  // now and then on the CPU (docs/models.md); both models run without it.
-  if (TORCH_VERSION_MAJOR >= 2) at::globalContext().setUserEnabledMkldnn(false);
   const auto glyphs = examples::make_glyphs(kSteps * 64, /*seed=*/1);
   std::vector<data::Batch> batches;
   for (int64_t s = 0; s < kSteps; ++s)

@@ -29,9 +29,6 @@ int main(int argc, char** argv) {
   app.add_option("--batch-size", batch_size, "samples per step")->check(CLI::PositiveNumber);
   app.add_option("--min-accuracy", min_accuracy, "the validation accuracy to reach");
   CLI11_PARSE(app, argc, argv);
-  // PyTorch 2.x's TorchScript gives NaN now and then with oneDNN's CPU
-  // convolutions (Python alone too; docs/models.md): without it here.
-  if (TORCH_VERSION_MAJOR >= 2) at::globalContext().setUserEnabledMkldnn(false);
   try {
     const auto train = examples::make_glyphs(train_size, /*seed=*/1);
     const auto val = examples::make_glyphs(1000, /*seed=*/2);

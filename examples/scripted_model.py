@@ -51,8 +51,6 @@ def script(path):
 
 
 def check(folder):
-    if int(torch.__version__.split(".")[0]) >= 2:
-        torch.backends.mkldnn.enabled = False  # as scripted.cpp: see docs/models.md
     archive = torch.jit.load(os.path.join(folder, "trained.pt"))
     model = GlyphNet()
     model.load_state_dict(torch.load(os.path.join(folder, "trained_state.pt")), strict=True)

@@ -107,7 +107,6 @@ std::vector<TokenBatch> transformer_batches() {
 TEST_CASE(
     "scripted and traced models train as PyTorch's loop trains them, from either PyTorch's "
     "archive") {
-  const scripted_models::WithoutOneDnnOnLibTorch2 onednn;
   at::set_num_threads(1);
   const auto ref = tk_test::load_reference("scripted_torch" + torch_version() + ".json");
   for (const auto& version : kVersions) {
@@ -159,7 +158,6 @@ TEST_CASE(
 
 TEST_CASE(
     "a scripted model's parameters are the scripted module's own tensors, by Python's names") {
-  const scripted_models::WithoutOneDnnOnLibTorch2 onednn;
   ScriptModule model(archive("transformer", "script", torch_version()));
   const auto script = model->script();
   std::vector<std::string> python_names;
@@ -192,7 +190,6 @@ TEST_CASE(
 }
 
 TEST_CASE("bf16 autocast reaches inside a scripted model") {
-  const scripted_models::WithoutOneDnnOnLibTorch2 onednn;
   at::set_num_threads(1);
   const auto ref = tk_test::load_reference("scripted_torch" + torch_version() + ".json");
   ScriptModule model(archive("cnn", "script", torch_version()));
@@ -211,7 +208,6 @@ TEST_CASE("bf16 autocast reaches inside a scripted model") {
 }
 
 TEST_CASE("a captured step of a scripted model (emulated on the CPU) equals the eager one") {
-  const scripted_models::WithoutOneDnnOnLibTorch2 onednn;
   at::set_num_threads(1);
   // LibTorch < 2.4 has no fused kernels: there SGD's capture falls back to eager.
   const auto fused = TRAINKIT_HAS_FUSED_OPTIMIZERS ? std::optional<bool>(true) : std::nullopt;
@@ -242,7 +238,6 @@ TEST_CASE("a captured step of a scripted model (emulated on the CPU) equals the 
 }
 
 TEST_CASE("a scripted model resumes bitwise, with EMA and Freeze by Python's names") {
-  const scripted_models::WithoutOneDnnOnLibTorch2 onednn;
   at::set_num_threads(1);
   const auto dir = tk_test::temp_dir("trainkit_script_resume");
   const auto path = archive("cnn", "script", torch_version());
@@ -285,7 +280,6 @@ TEST_CASE("a scripted model resumes bitwise, with EMA and Freeze by Python's nam
 }
 
 TEST_CASE("a trained scripted model goes back to Python: its archive and its state dict") {
-  const scripted_models::WithoutOneDnnOnLibTorch2 onednn;
   const auto python = tk_test::python_with_torch();
   if (python.empty()) {
     std::puts("trainkit-skip: no python3 with torch");
@@ -329,7 +323,6 @@ TEST_CASE("a trained scripted model goes back to Python: its archive and its sta
 }
 
 TEST_CASE("ScriptModule's refusals name what was wrong") {
-  const scripted_models::WithoutOneDnnOnLibTorch2 onednn;
   const auto missing = std::filesystem::path(TRAINKIT_REFERENCE_DIR) / "no_such_model.pt";
   CHECK(tk_test::error_of([&] { ScriptModule m(missing); }) ==
         "trainkit: ScriptModule: \"" + missing.string() +

@@ -5,26 +5,9 @@
 #include <trainkit/script_module.hpp>
 #include <trainkit/task.hpp>
 
-#include <ATen/Context.h>
-#include <torch/version.h>
-
 #include <cstdint>
 
 namespace scripted_models {
-
-/// PyTorch 2.6's TorchScript gives NaN now and then on the CPU with oneDNN's
-/// convolutions, in Python alone too (make_scripted_reference.py's
-/// ONEDNN_NOTE); its reference is computed without oneDNN, and the tests
-/// run so, restoring the setting after.
-struct WithoutOneDnnOnLibTorch2 {
-  bool was = at::globalContext().userEnabledMkldnn();
-  WithoutOneDnnOnLibTorch2() {
-    if (TORCH_VERSION_MAJOR >= 2) at::globalContext().setUserEnabledMkldnn(false);
-  }
-  ~WithoutOneDnnOnLibTorch2() { at::globalContext().setUserEnabledMkldnn(was); }
-  WithoutOneDnnOnLibTorch2(const WithoutOneDnnOnLibTorch2&) = delete;
-  WithoutOneDnnOnLibTorch2& operator=(const WithoutOneDnnOnLibTorch2&) = delete;
-};
 
 constexpr int64_t kImages = 8, kClasses = 5, kSide = 8, kVocab = 16, kBlock = 8, kSequences = 4;
 

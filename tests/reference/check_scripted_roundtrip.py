@@ -17,8 +17,6 @@ import make_scripted_reference as ref  # noqa: E402
 
 def main():
     folder = sys.argv[1]
-    if int(torch.__version__.split(".")[0]) >= 2:
-        torch.backends.mkldnn.enabled = False  # as the C++ test: see ref.ONEDNN_NOTE
     with open(os.path.join(folder, "expected.json")) as f:
         expected = json.load(f)
     failures = []
