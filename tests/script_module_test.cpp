@@ -187,6 +187,21 @@ TEST_CASE(
   for (const auto& m : script.modules()) CHECK(m.is_training());
   CHECK(model->non_persistent_buffers() ==
         std::set<std::string>{"blocks.0.attn.causal", "blocks.1.attn.causal"});
+  // no_weight_decay(true) knows a scripted embedding table (traced: a mangled class name)
+  for (const std::string how : {"script", "trace"}) {
+    CAPTURE(how);
+    ScriptModule m(archive("transformer", how, torch_version()));
+    const auto table = m->named_parameters()["tokens.weight"];
+    FlatParams flat(*m, {params::no_weight_decay(/*embeddings=*/true)});
+    const size_t group = flat.param_group("no_weight_decay");
+    size_t found = 0;
+    for (const auto& g : flat.groups()) {
+      for (const auto& p : g.params) {
+        if (p.is_same(table)) found = g.param_group;
+      }
+    }
+    CHECK(found == group);
+  }
 }
 
 TEST_CASE("bf16 autocast reaches inside a scripted model") {

@@ -117,14 +117,25 @@ inline ParamSelector any_of(ParamSelector a, ParamSelector b) {
   return [a = std::move(a), b = std::move(b)](const ParamInfo& p) { return a(p) || b(p); };
 }
 
+/// Parameters of embedding tables: torch::nn::Embedding's, and those of a
+/// model scripted in Python (trainkit::ScriptModule), whose submodules are
+/// named by their TorchScript class.
+inline ParamSelector in_embedding() {
+  return any_of(in_module<torch::nn::EmbeddingImpl>(), [](const ParamInfo& p) {
+    const auto name =
+        p.module.name();  // "...sparse.Embedding" or "...sparse.___torch_mangle_3.Embedding"
+    return name.starts_with("__torch__.torch.nn.modules.sparse.") && name.ends_with(".Embedding");
+  });
+}
+
 /// No weight decay for biases and normalisation layers (every parameter of
-/// fewer than 2 dimensions), and with `embeddings` for torch::nn::Embedding's
-/// tables too: nanoGPT's configure_optimizers and timm's
+/// fewer than 2 dimensions), and with `embeddings` for embedding tables too
+/// (in_embedding): nanoGPT's configure_optimizers and timm's
 /// param_groups_weight_decay. Weights of matrices and convolutions keep the
 /// optimizer's weight decay.
 inline ParamGroup no_weight_decay(bool embeddings = false) {
   auto select = below_2d();
-  if (embeddings) select = any_of(std::move(select), in_module<torch::nn::EmbeddingImpl>());
+  if (embeddings) select = any_of(std::move(select), in_embedding());
   return {"no_weight_decay", std::move(select), {.weight_decay = 0.0}};
 }
 
