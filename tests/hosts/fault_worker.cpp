@@ -14,9 +14,10 @@
 // shrink (tests/hosts/shrink_test.sh): two epochs of 512 samples, a
 // sharded checkpoint every 4 steps in DIR (all kept), resumed from DIR when
 // it holds one or from the checkpoint RESUME. It prints `rank R: attempt A
-// starts at step S` (A: torchrun's restarts or Slurm's requeues), appends each step's sample
-// indices to OUT/seen.A.R as `STEP EPOCH: i i ...`, and rank 0 writes the
-// final parameters to OUT/final.pt.
+// starts at step S` (A: torchrun's restarts or Slurm's requeues), writes
+// each step's sample indices to OUT/seen.A.W.S.R (W: the world size) as
+// ` i i ... | STEP EPOCH` (tests/hosts/trained_once.awk reads them), and
+// rank 0 writes the final parameters to OUT/final.pt.
 #include <torch/torch.h>
 
 #include <trainkit/callbacks/model_checkpoint.hpp>
@@ -105,20 +106,6 @@ int fault(const std::string& dir, double timeout_seconds, const std::string& kil
   return 0;
 }
 
-/// Regression that appends each training batch's sample indices (input
-/// column 0 holds index / 512, exact in floats) to a file.
-struct RecordedRegression {
-  std::FILE* seen;
-  tk::StepOutput step(tk::ModelRef& model, const tk::data::Batch& b) const {
-    if (at::GradMode::is_enabled()) {
-      const auto indices = (b.input.select(1, 0) * 512).round().to(at::kLong);
-      for (int64_t i = 0; i < indices.size(0); ++i)
-        std::fprintf(seen, " %lld", static_cast<long long>(indices[i].item<int64_t>()));
-    }
-    return tk::task::Regression{}.step(model, b);
-  }
-};
-
 /// This run's restarts so far: torchrun's, else Slurm's (a requeued job).
 std::string attempt() {
   for (const char* name : {"TORCHELASTIC_RESTART_COUNT", "SLURM_RESTART_COUNT"})
@@ -126,24 +113,54 @@ std::string attempt() {
   return "0";
 }
 
+/// This process's record of the samples it trained, opened once training
+/// starts: its name carries the step it resumed at. torchrun restarts a
+/// group without counting an attempt when a host joins late, so attempt and
+/// rank alone do not name one process's records.
+struct Records {
+  std::filesystem::path out;
+  std::unique_ptr<std::FILE, decltype(&std::fclose)> file{nullptr, &std::fclose};
+};
+
+/// Regression that writes each training batch's sample indices (input
+/// column 0 holds index / 512, exact in floats).
+struct RecordedRegression {
+  Records* records;
+  tk::StepOutput step(tk::ModelRef& model, const tk::data::Batch& b) const {
+    if (at::GradMode::is_enabled()) {
+      worker::check(records->file != nullptr, "a training step before on_fit_begin");
+      const auto indices = (b.input.select(1, 0) * 512).round().to(at::kLong);
+      for (int64_t i = 0; i < indices.size(0); ++i)
+        std::fprintf(records->file.get(), " %lld",
+                     static_cast<long long>(indices[i].item<int64_t>()));
+    }
+    return tk::task::Regression{}.step(model, b);
+  }
+};
+
 struct EndOfStep {
-  std::FILE* seen;
-  int rank;
+  Records* records;
+  tk::parallel::Environment environment;
   void on_fit_begin(tk::TrainState& state) const {
-    std::printf("rank %d: attempt %s starts at step %lld\n", rank, attempt().c_str(),
+    const auto name = "seen." + attempt() + "." + std::to_string(environment.world_size) + "." +
+                      std::to_string(state.step) + "." + std::to_string(environment.rank);
+    records->file.reset(std::fopen((records->out / name).c_str(), "w"));
+    worker::check(records->file != nullptr, "cannot write " + (records->out / name).string());
+    std::printf("rank %d: attempt %s starts at step %lld\n", environment.rank, attempt().c_str(),
                 static_cast<long long>(state.step));
     std::fflush(stdout);
   }
   void on_step_end(tk::TrainState& state) const {
-    std::fprintf(seen, " | %lld %lld\n", static_cast<long long>(state.step),
+    std::fprintf(records->file.get(), " | %lld %lld\n", static_cast<long long>(state.step),
                  static_cast<long long>(state.epoch));
-    std::fflush(seen);
+    std::fflush(records->file.get());
   }
 };
 
 int shrink(const std::filesystem::path& dir, const std::filesystem::path& out,
            const std::filesystem::path& resume) {
-  const int rank = tk::parallel::Environment::detect().rank;  // RANK, or Slurm's
+  const auto environment = tk::parallel::Environment::detect();  // torchrun's, or Slurm's
+  const int rank = environment.rank;
   torch::set_num_threads(1);
   torch::manual_seed(0);
   auto model = std::make_shared<Mlp>();
@@ -155,17 +172,14 @@ int shrink(const std::filesystem::path& dir, const std::filesystem::path& out,
                         {.batch_size = 8});
   Trainer trainer(model, {.optim = {.lr = 1e-3}, .parallel = {.group = worker::ddp_options(0)}});
   std::filesystem::create_directories(out);
-  const auto seen_path = out / ("seen." + attempt() + "." + std::to_string(rank));
-  std::unique_ptr<std::FILE, decltype(&std::fclose)> seen(std::fopen(seen_path.c_str(), "w"),
-                                                          &std::fclose);
-  worker::check(seen != nullptr, "cannot write " + seen_path.string());
+  Records records{out};
   int64_t step = 1;
-  trainer.fit(RecordedRegression{seen.get()}, data,
+  trainer.fit(RecordedRegression{&records}, data,
               {.epochs = 2,
                .resume_from = resume.empty() ? dir : resume,
                .resume_if_present = resume.empty()},
               tk::callbacks::ModelCheckpoint({.dir = dir, .save_every = 4, .keep_last = 0}),
-              EndOfStep{seen.get(), rank}, SlowSteps{rank, &step});
+              EndOfStep{&records, environment}, SlowSteps{rank, &step});
   [[maybe_unused]] auto whole = tk::parallel::gathered_parameters(trainer.parallel());
   if (rank == 0) {
     tk::io::NamedTensors params;

@@ -156,7 +156,7 @@ OMP_NUM_THREADS=1 timeout 120 srun --ntasks 2 "$worker" shrink "$out/ckpt_refere
   "$out/reference" "$checkpoint" > "$out/reference.out" 2>&1 || fail "the reference run failed"
 cmp "$out/job/final.pt" "$out/reference/final.pt" ||
   fail "the requeued job's final parameters differ from the reference's"
-awk -v step="$step" -v samples=512 -f "$here/../hosts/trained_once.awk" "$out"/job/seen.* ||
+awk -v samples=512 -f "$here/../hosts/trained_once.awk" "$out"/job/seen.* ||
   fail "the interrupted epoch trained a sample twice or skipped one"
 echo "slurm_test: final parameters equal to the byte to a resume from $(basename "$checkpoint")," \
   "and the interrupted epoch trained each sample once"
