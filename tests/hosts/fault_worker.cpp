@@ -170,7 +170,10 @@ int shrink(const std::filesystem::path& dir, const std::filesystem::path& out,
   tk::data::Loader data(tk::data::TensorDataset({x, y}),
                         tk::data::DistributedSampler({.size = x.size(0), .seed = 1}),
                         {.batch_size = 8});
-  Trainer trainer(model, {.optim = {.lr = 1e-3}, .parallel = {.group = worker::ddp_options(0)}});
+  // 10 s, not 60: the survivors of a dead host wait for its ranks' answers
+  // to a roll call until 2 s past the timeout (at most 30 s) before restarting.
+  Trainer trainer(model, {.optim = {.lr = 1e-3},
+                          .parallel = {.group = worker::ddp_options(0, std::chrono::seconds(10))}});
   std::filesystem::create_directories(out);
   Records records{out};
   int64_t step = 1;
