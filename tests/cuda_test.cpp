@@ -4,7 +4,7 @@
 // autocast, pinned side-stream batches, CUDA RNG in checkpoints, NCCL, fused
 // optimizers, whole steps captured as CUDA graphs, activation checkpointing's
 // CUDA generator replay, the batch-size finder meeting a real CUDA
-// out-of-memory, and the fused batch-norm kernels.
+// out-of-memory, the fused batch-norm kernels, and a model scripted in Python.
 #include <trainkit/data.hpp>
 #include <trainkit/finders.hpp>
 #include <trainkit/io.hpp>
@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <limits>
 #include <memory>
 #include <type_traits>
@@ -33,6 +34,7 @@
 #include "checkpoint_cases.hpp"
 #include "graph_cases.hpp"
 #include "scaler_trajectory.hpp"
+#include "scripted_models.hpp"
 #include "support.hpp"
 
 using namespace trainkit;
@@ -599,4 +601,64 @@ TEST_CASE_TEMPLATE("captured Muon, Lamb, Lars and schedule-free steps on CUDA eq
   REQUIRE_CUDA();
   tk_test::check_device_step_equals_eager<Optimizer>(cuda);
   tk_test::check_device_step_resume<Optimizer>(cuda);
+}
+
+TEST_CASE(
+    "a scripted model trains on CUDA as on the CPU, and its captured steps equal eager ones") {
+  REQUIRE_CUDA();
+  // The CNN PyTorch 2.6 scripted (tests/reference/make_scripted_reference.py):
+  // convolutions, batch norm and its buffers, by Python's names.
+  const auto archive =
+      std::filesystem::path(TRAINKIT_REFERENCE_DIR) / "scripted" / "cnn_script_torch2.6.pt";
+  using Eager = Trainer<optim::SGD, sched::Step>;
+  using Captured = Trainer<optim::SGD, sched::Step, precision::Fp32, accumulate::None, clip::None,
+                           parallel::Single, capture::CudaGraph>;
+  const auto options = [](torch::Device device) {
+    Eager::Options o{.optim = {.lr = 0.1, .momentum = 0.9, .nesterov = true, .fused = true},
+                     .sched = {.step_size = 5, .gamma = 0.5},
+                     .param_groups = {{.name = "norms",
+                                       .select = params::name_matches("^bn"),
+                                       .options = {.lr = 0.05}}},
+                     // full fp32 convolutions and fixed algorithms: comparable with the CPU's
+                     .device = {.tf32 = false, .cudnn_benchmark = false}};
+    o.parallel.device = device;
+    return o;
+  };
+  std::vector<data::Batch> batches;
+  for (int64_t s = 0; s < 20; ++s) batches.push_back(scripted_models::cnn_batch(s % 4));
+
+  ScriptModule on_cpu(archive), eager_model(archive, ScriptModuleOptions{.device = cuda}),
+      captured_model(archive, ScriptModuleOptions{.device = cuda});
+  Eager cpu_trainer(on_cpu, options(torch::kCPU));
+  Eager eager(eager_model, options(cuda));
+  const auto o = options(cuda);
+  Captured captured(captured_model, {.optim = o.optim,
+                                     .sched = o.sched,
+                                     .parallel = o.parallel,
+                                     .capture = {.warmup_steps = 2},
+                                     .param_groups = o.param_groups,
+                                     .device = o.device});
+  cpu_trainer.fit(task::Classification{}, batches);
+  eager.fit(task::Classification{}, batches);
+  captured.fit(task::Classification{}, batches);
+  CHECK(captured.graph_fallback_reason().empty());
+  CHECK(captured.graph_replays() > 10);
+
+  const auto worst = [](torch::nn::Module& a, torch::nn::Module& b) {
+    double out = 0;
+    const auto pa = a.named_parameters(), pb = b.named_parameters();
+    for (const auto& item : pa) {
+      const auto x = item.value().detach().cpu().to(at::kDouble);
+      const auto y = pb[item.key()].detach().cpu().to(at::kDouble);
+      out = std::max(out, ((x - y).abs().max() / y.abs().max().clamp_min(1e-30)).item<double>());
+    }
+    return out;
+  };
+  const double cuda_vs_cpu = worst(*eager_model, *on_cpu);
+  const double captured_vs_eager = worst(*captured_model, *eager_model);
+  MESSAGE("scripted CNN, 20 steps: CUDA against the CPU "
+          << cuda_vs_cpu << ", captured against eager " << captured_vs_eager);
+  CHECK(cuda_vs_cpu < 1e-4);
+  CHECK(captured_vs_eager < 1e-5);
+  CHECK(eager_model->named_buffers()["bn1.running_mean"].is_cuda());
 }
