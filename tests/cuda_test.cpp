@@ -629,9 +629,9 @@ TEST_CASE(
 
   ScriptModule on_cpu(archive), eager_model(archive, ScriptModuleOptions{.device = cuda}),
       captured_model(archive, ScriptModuleOptions{.device = cuda});
-  Eager cpu_trainer(on_cpu, options(torch::kCPU));
-  Eager eager(eager_model, options(cuda));
   const auto o = options(cuda);
+  Eager cpu_trainer(on_cpu, options(torch::kCPU));
+  Eager eager(eager_model, o);
   Captured captured(captured_model, {.optim = o.optim,
                                      .sched = o.sched,
                                      .parallel = o.parallel,
@@ -644,18 +644,8 @@ TEST_CASE(
   CHECK(captured.graph_fallback_reason().empty());
   CHECK(captured.graph_replays() > 10);
 
-  const auto worst = [](torch::nn::Module& a, torch::nn::Module& b) {
-    double out = 0;
-    const auto pa = a.named_parameters(), pb = b.named_parameters();
-    for (const auto& item : pa) {
-      const auto x = item.value().detach().cpu().to(at::kDouble);
-      const auto y = pb[item.key()].detach().cpu().to(at::kDouble);
-      out = std::max(out, ((x - y).abs().max() / y.abs().max().clamp_min(1e-30)).item<double>());
-    }
-    return out;
-  };
-  const double cuda_vs_cpu = worst(*eager_model, *on_cpu);
-  const double captured_vs_eager = worst(*captured_model, *eager_model);
+  const double cuda_vs_cpu = tk_test::max_param_rel_error(*eager_model, *on_cpu);
+  const double captured_vs_eager = tk_test::max_param_rel_error(*captured_model, *eager_model);
   MESSAGE("scripted CNN, 20 steps: CUDA against the CPU "
           << cuda_vs_cpu << ", captured against eager " << captured_vs_eager);
   CHECK(cuda_vs_cpu < 1e-4);

@@ -63,7 +63,9 @@ inline std::vector<at::Tensor> reference_tensors(const nlohmann::json& ref) {
 /// Relative error of a tensor: max |a - b| / max |b| (the error measured
 /// against the tensor's own scale, so entries near zero do not dominate).
 inline double max_rel_error(const at::Tensor& a, const at::Tensor& b) {
-  const auto a64 = a.to(at::kDouble).reshape({-1}), b64 = b.to(at::kDouble).reshape({-1});
+  // on the CPU: `a` and `b` may live on different devices
+  const auto a64 = a.to(at::kCPU, at::kDouble).reshape({-1}),
+             b64 = b.to(at::kCPU, at::kDouble).reshape({-1});
   return ((a64 - b64).abs().max() / b64.abs().max().clamp_min(1e-30)).item<double>();
 }
 

@@ -129,10 +129,9 @@ struct RecordedRegression {
   tk::StepOutput step(tk::ModelRef& model, const tk::data::Batch& b) const {
     if (at::GradMode::is_enabled()) {
       worker::check(records->file != nullptr, "a training step before on_fit_begin");
-      const auto indices = (b.input.select(1, 0) * 512).round().to(at::kLong);
-      for (int64_t i = 0; i < indices.size(0); ++i)
-        std::fprintf(records->file.get(), " %lld",
-                     static_cast<long long>(indices[i].item<int64_t>()));
+      const auto indices = (b.input.select(1, 0) * 512).round().to(at::kLong).contiguous();
+      for (const int64_t i : c10::ArrayRef<int64_t>(indices.data_ptr<int64_t>(), indices.numel()))
+        std::fprintf(records->file.get(), " %lld", static_cast<long long>(i));
     }
     return tk::task::Regression{}.step(model, b);
   }
@@ -142,11 +141,12 @@ struct EndOfStep {
   Records* records;
   tk::parallel::Environment environment;
   void on_fit_begin(tk::TrainState& state) const {
-    const auto name = "seen." + attempt() + "." + std::to_string(environment.world_size) + "." +
+    const auto restarts = attempt();
+    const auto name = "seen." + restarts + "." + std::to_string(environment.world_size) + "." +
                       std::to_string(state.step) + "." + std::to_string(environment.rank);
     records->file.reset(std::fopen((records->out / name).c_str(), "w"));
     worker::check(records->file != nullptr, "cannot write " + (records->out / name).string());
-    std::printf("rank %d: attempt %s starts at step %lld\n", environment.rank, attempt().c_str(),
+    std::printf("rank %d: attempt %s starts at step %lld\n", environment.rank, restarts.c_str(),
                 static_cast<long long>(state.step));
     std::fflush(stdout);
   }
